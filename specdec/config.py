@@ -1,0 +1,100 @@
+"""Configuration objects shared by the engines, the CLI and the pipeline.
+
+Frozen dataclasses inside the library; the CLI and flows validate user input at the edge and
+build these. `SpecConfig.config_hash()` identifies the configuration actually used and is
+recorded next to every result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, Literal
+
+Method = Literal["none", "ngram", "suffix", "draft", "specdec"]
+METHODS: tuple[str, ...] = ("none", "ngram", "suffix", "draft", "specdec")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    """Per-request adaptive K (see specdec.policy)."""
+
+    k_init: int = 4
+    window: int = 4
+    raise_above: float = 0.8
+    lower_below: float = 0.5
+    max_consecutive_rejects: int = 3
+    reprobe_after: int = 8
+
+    def validate(self, k_max: int) -> None:
+        if not 1 <= self.k_init <= k_max:
+            raise ConfigError(f"k_init={self.k_init} must be within [1, k_max={k_max}]")
+        if self.window < 1:
+            raise ConfigError(f"window={self.window} must be >= 1")
+        if not 0.0 <= self.lower_below <= self.raise_above <= 1.0:
+            raise ConfigError(
+                f"need 0 <= lower_below ({self.lower_below}) <= raise_above ({self.raise_above}) <= 1"
+            )
+        if self.max_consecutive_rejects < 1 or self.reprobe_after < 1:
+            raise ConfigError("max_consecutive_rejects and reprobe_after must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecConfig:
+    """What speculation to run. `method="none"` disables it."""
+
+    method: Method = "specdec"
+    k_max: int = 4
+    ngram_min: int = 2
+    ngram_max: int = 5
+    draft_model: str | None = None
+    policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.method != "none" and not 1 <= self.k_max <= 64:
+            raise ConfigError(f"k_max={self.k_max} must be within [1, 64]")
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ConfigError(f"need 1 <= ngram_min ({self.ngram_min}) <= ngram_max ({self.ngram_max})")
+        if self.method == "draft" and not self.draft_model:
+            raise ConfigError("method 'draft' needs draft_model (--draft-model DIR)")
+        if self.method == "specdec":
+            self.policy.validate(self.k_max)
+
+    @property
+    def speculative(self) -> bool:
+        return self.method != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SpecConfig":
+        data = dict(data)
+        policy = PolicyConfig(**data.pop("policy", {}) or {})
+        return cls(policy=policy, **data)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """vLLM engine options that matter here; defaults fit a 2-core, 24 GiB CPU machine."""
+
+    model: str | None = None  # None: the bundled default model
+    dtype: str = "float32"  # bf16 has no fast kernel on AVX2 CPUs (DESIGN.md)
+    max_model_len: int = 2048
+    kv_cache_gib: float = 2.0
+    enforce_eager: bool = True  # compile costs minutes on CPU; eager starts in ~25 s
+    max_num_seqs: int = 64
+    seed: int = 0
+
+
+def config_hash(*parts: dict[str, Any]) -> str:
+    """Stable short hash of JSON-able config dicts (sorted keys)."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

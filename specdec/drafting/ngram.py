@@ -1,0 +1,67 @@
+"""Prompt-lookup n-gram drafting over a request's own tokens (prompt + output so far).
+
+Find the longest n in [n_min, n_max] such that the last n tokens occurred earlier in the
+sequence; among matches of that length take the most recent one, and draft the tokens that
+followed it. Vectorised: candidates are the earlier positions holding the last token, then
+each extra step of match length filters them, so the cost is one pass over the sequence plus
+a few small array operations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def propose_ngram(tokens: np.ndarray, n_min: int, n_max: int, k: int) -> np.ndarray:
+    """Draft up to `k` tokens continuing `tokens` by n-gram lookup (empty if no match)."""
+    length = int(tokens.shape[0])
+    if k <= 0 or length < n_min + 1:
+        return _EMPTY
+    last = tokens[length - 1]
+    # `ends[i]` is the index of the last token of a candidate earlier occurrence.
+    ends = np.flatnonzero(tokens[: length - 1] == last)
+    if ends.size == 0:
+        return _EMPTY
+    best_len = 1
+    best_end = int(ends[-1])
+    for m in range(1, min(n_max, length - 1)):
+        ends = ends[ends >= m]
+        ends = ends[tokens[ends - m] == tokens[length - 1 - m]]
+        if ends.size == 0:
+            break
+        best_len = m + 1
+        best_end = int(ends[-1])
+    if best_len < n_min:
+        return _EMPTY
+    return tokens[best_end + 1 : best_end + 1 + k]
+
+
+def propose_ngram_naive(tokens: list[int], n_min: int, n_max: int, k: int) -> list[int]:
+    """Obviously-correct reference for `propose_ngram`, used as the test oracle."""
+    length = len(tokens)
+    if k <= 0:
+        return []
+    for n in range(min(n_max, length - 1), n_min - 1, -1):
+        suffix = tokens[length - n :]
+        for start in range(length - n - 1, -1, -1):
+            if tokens[start : start + n] == suffix:
+                return tokens[start + n : start + n + k]
+    return []
+
+
+@dataclasses.dataclass
+class NgramProposer:
+    """Stateless prompt-lookup proposer (implements `Proposer`)."""
+
+    n_min: int = 2
+    n_max: int = 5
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        return propose_ngram(tokens, self.n_min, self.n_max, k)
+
+    def forget(self, req_id: str) -> None:
+        return None

@@ -1,0 +1,1 @@
+"""Engines that run generation: the real vLLM adapter and the replay simulator."""

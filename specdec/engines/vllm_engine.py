@@ -1,0 +1,168 @@
+"""The real engine: vLLM's offline `LLM`, with speculation configured from a SpecConfig.
+
+One `VllmEngine` is meant to live for a whole process (engine start-up costs ~25 s on CPU)
+and serve many `generate` calls. Every call returns per-request results with statistics
+taken from what vLLM really did (`per_request_spec_decode_metrics="detailed"`) and, for our
+own method, the proposer's trace (K chosen per step, fallback steps).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from specdec.config import ConfigError, EngineConfig, SpecConfig
+from specdec.engines import vllm_proposer
+from specdec.engines.spec_stats import request_stats
+from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
+from specdec.models import resolve_model
+from specdec.stats import RequestTrace
+from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
+
+log = logging.getLogger(__name__)
+
+
+def speculative_config(spec: SpecConfig) -> dict[str, Any] | None:
+    """vLLM's `speculative_config` for a SpecConfig (None: no speculation)."""
+    k = spec.k_max
+    if spec.method == "none":
+        return None
+    if spec.method == "ngram":
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": k,
+            "prompt_lookup_min": spec.ngram_min,
+            "prompt_lookup_max": spec.ngram_max,
+        }
+    if spec.method == "suffix":
+        if importlib.util.find_spec("arctic_inference") is None:
+            raise ConfigError(
+                "method 'suffix' needs arctic-inference's suffix tree, which is not installed "
+                "here; use --method specdec or ngram"
+            )
+        return {"method": "suffix", "num_speculative_tokens": k}
+    if spec.method == "draft":
+        return {
+            "method": "draft_model",
+            "model": str(resolve_model(spec.draft_model)),
+            "num_speculative_tokens": k,
+        }
+    return {
+        "method": "custom_class",
+        "model": vllm_proposer.CLASS_PATH,
+        "num_speculative_tokens": k,
+    }
+
+
+class VllmEngine:
+    """A started vLLM engine with one speculation configuration."""
+
+    def __init__(self, engine: EngineConfig, spec: SpecConfig) -> None:
+        from vllm import LLM
+
+        self.engine_config = engine
+        self.spec = spec
+        self.model_path = resolve_model(engine.model)
+        spec_cfg = speculative_config(spec)
+        if spec.method == "specdec":
+            # Binding our proposer and collecting its traces goes through collective_rpc with
+            # a function; vLLM only pickles functions over its local IPC when this is set.
+            os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+        self.llm = LLM(
+            model=str(self.model_path),
+            tokenizer=str(self.model_path),
+            dtype=engine.dtype,
+            max_model_len=engine.max_model_len,
+            kv_cache_memory_bytes=int(engine.kv_cache_gib * 2**30),
+            enforce_eager=engine.enforce_eager,
+            max_num_seqs=engine.max_num_seqs,
+            seed=engine.seed,
+            speculative_config=spec_cfg,
+            disable_log_stats=False,
+            per_request_spec_decode_metrics="detailed" if spec_cfg else "none",
+        )
+        if spec.method == "specdec":
+            bound = self.llm.collective_rpc(vllm_proposer.bind_proposer, args=(spec.to_dict(),))
+            if not any(bound):
+                raise RuntimeError("vLLM did not load the specdec proposer in its worker")
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.llm.get_tokenizer()
+
+    def counters(self) -> SpecCounters:
+        return read_spec_counters(self.llm.get_metrics())
+
+    def generate(
+        self,
+        requests: Sequence[GenerationRequest],
+        sampling: SamplingOptions,
+        batch_size: int | None = None,
+        show_progress: bool = False,
+    ) -> list[GenerationResult]:
+        """Generate all requests.
+
+        Without `batch_size` all requests go to vLLM at once and its scheduler keeps up to
+        `max_num_seqs` running (continuous batching). With `batch_size`, requests go in
+        groups of that size, one group after another: what a benchmark at a fixed batch
+        size needs from a single engine.
+        """
+        results: list[GenerationResult] = []
+        step = batch_size or len(requests) or 1
+        for start in range(0, len(requests), step):
+            chunk = requests[start : start + step]
+            results.extend(self._generate_chunk(chunk, sampling, show_progress))
+        return results
+
+    def _generate_chunk(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingOptions, show_progress: bool
+    ) -> list[GenerationResult]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)) for r in requests]
+        params = [
+            SamplingParams(
+                max_tokens=r.max_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k if sampling.top_k > 0 else -1,
+                seed=None if sampling.seed is None else sampling.seed + i,
+                ignore_eos=sampling.ignore_eos,
+            )
+            for i, r in enumerate(requests)
+        ]
+        outputs = self.llm.generate(prompts, params, use_tqdm=show_progress)
+        traces = self._collect_traces([o.request_id for o in outputs])
+        return [
+            self._result(req, out, traces.get(out.request_id))
+            for req, out in zip(requests, outputs, strict=True)
+        ]
+
+    def _collect_traces(self, engine_ids: list[str]) -> dict[str, RequestTrace]:
+        if self.spec.method != "specdec":
+            return {}
+        merged: dict[str, RequestTrace] = {}
+        for worker_traces in self.llm.collective_rpc(
+            vllm_proposer.collect_traces, args=(engine_ids,)
+        ):
+            for req_id, trace in worker_traces.items():
+                merged[req_id] = RequestTrace(**trace)
+        return merged
+
+    def _result(self, req: GenerationRequest, out: Any, trace: RequestTrace | None) -> GenerationResult:
+        completion = out.outputs[0]
+        metrics = completion.spec_decode_metrics
+        drafted = list(metrics.per_step_drafted) if metrics else []
+        accepted = list(metrics.per_step_accepted) if metrics else []
+        token_ids = list(completion.token_ids)
+        return GenerationResult(
+            id=req.id,
+            completion=completion.text,
+            output_token_ids=token_ids,
+            finish_reason=str(completion.finish_reason),
+            stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_max, trace),
+        )

@@ -1,0 +1,111 @@
+"""Our proposer as a vLLM `custom_class` drafter, running inside vLLM's worker process.
+
+vLLM constructs `SpecdecVllmProposer(vllm_config)` in the worker and calls `propose(...)`
+every step with one row per running request. It does not pass request ids, so the engine
+adapter binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
+SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer`).
+Finished requests are noticed when they leave the batch; their traces wait in
+`finished` until the adapter collects them (`collect_traces`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
+from specdec.stats import RequestTrace
+
+CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
+
+
+class SpecdecVllmProposer:
+    """vLLM custom proposer: n-gram drafts sized per request by the adaptive-K policy."""
+
+    def __init__(self, vllm_config: Any) -> None:
+        self.k_max = int(vllm_config.speculative_config.num_speculative_tokens)
+        self.controller: DraftController | None = None
+        self.input_batch: Any = None
+        self.finished: dict[str, RequestTrace] = {}
+
+    def load_model(self, target_model: Any) -> None:
+        """No draft model to load."""
+
+    def bind(self, input_batch: Any, config: SpecConfig) -> None:
+        if config.k_max != self.k_max:
+            raise ValueError(f"SpecConfig.k_max={config.k_max} != vLLM K={self.k_max}")
+        self.input_batch = input_batch
+        self.controller = DraftController(config)
+
+    def propose(
+        self,
+        sampled_token_ids: list[list[int]],
+        num_tokens_no_spec: np.ndarray,
+        token_ids_cpu: np.ndarray,
+        **_: Any,
+    ) -> list[list[int]]:
+        controller = self.controller
+        if controller is None:  # warm-up before binding: no drafts
+            return [[] for _ in sampled_token_ids]
+        req_ids = self.input_batch.req_ids
+        self._retire_departed(set(req_ids[: len(sampled_token_ids)]))
+        drafts: list[list[int]] = []
+        for row, sampled in enumerate(sampled_token_ids):
+            if not sampled:  # still in prefill
+                drafts.append([])
+                continue
+            num_tokens = int(num_tokens_no_spec[row])
+            draft = controller.step(req_ids[row], token_ids_cpu[row, :num_tokens], len(sampled) - 1)
+            drafts.append(draft[: self.k_max].tolist())
+        return drafts
+
+    def _retire_departed(self, present: set[str]) -> None:
+        assert self.controller is not None
+        for req_id in self.controller.active_ids():
+            if req_id not in present:
+                self._retire(req_id)
+
+    def collect(self, external_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Traces of the given requests (finishing any still active), removed from memory.
+
+        The worker sees vLLM's internal ids, `<external id>-<8 random chars>`; the caller
+        knows the external ids from `RequestOutput.request_id`.
+        """
+        wanted = set(external_ids)
+        if self.controller is not None:
+            for req_id in self.controller.active_ids():
+                if _external_id(req_id) in wanted:
+                    self._retire(req_id)
+        out: dict[str, dict[str, Any]] = {}
+        for req_id in [r for r in self.finished if _external_id(r) in wanted]:
+            out[_external_id(req_id)] = self.finished.pop(req_id).to_dict()
+        return out
+
+    def _retire(self, req_id: str) -> None:
+        assert self.controller is not None
+        trace = self.controller.finish(req_id)
+        if trace is not None:
+            self.finished[req_id] = trace
+
+
+def _external_id(internal_id: str) -> str:
+    return internal_id.rsplit("-", 1)[0]
+
+
+# Functions run in the worker through LLM.collective_rpc; `worker` is vLLM's worker object.
+def bind_proposer(worker: Any, config: dict[str, Any]) -> bool:
+    runner = worker.model_runner
+    drafter = getattr(runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer):
+        return False
+    drafter.bind(runner.input_batch, SpecConfig.from_dict(config))
+    return True
+
+
+def collect_traces(worker: Any, req_ids: list[str]) -> dict[str, dict[str, Any]]:
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer):
+        return {}
+    return drafter.collect(req_ids)

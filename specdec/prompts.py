@@ -1,0 +1,143 @@
+"""Read and validate a Parquet file of prompts, and turn rows into engine requests.
+
+Input columns: `id` (string) and `prompt` (string); optional `messages` (chat turns as a
+JSON list of {"role", "content"}, rendered with the model's chat template; used instead of
+`prompt` when present and not null) and `max_tokens` (per-row integer). Every problem is
+reported with the file and the row, so a user can find it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from specdec.types import GenerationRequest
+
+MAX_TOKENS_LIMIT = 1 << 20
+
+
+class InputError(ValueError):
+    """A prompt file or row is invalid; the message names the file and the row."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptRow:
+    index: int
+    id: str
+    prompt: str | None
+    messages: list[dict[str, str]] | None
+    max_tokens: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RejectedRow:
+    index: int
+    id: str | None
+    reason: str
+
+
+def read_prompt_table(path: str | Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: cannot read as Parquet: {exc}") from exc
+
+
+def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[RejectedRow]]:
+    """Split a prompt table into valid rows and rejected rows (with reasons).
+
+    Missing required columns or wrong column types make the whole file invalid.
+    """
+    names = set(table.column_names)
+    for required in ("id", "prompt"):
+        if required not in names:
+            raise InputError(f"{source}: missing column {required!r} (has: {sorted(names)})")
+    _check_type(table, "id", pa.types.is_string, source)
+    _check_type(table, "prompt", pa.types.is_string, source)
+    if "messages" in names:
+        _check_type(table, "messages", pa.types.is_string, source)
+    if "max_tokens" in names:
+        _check_type(table, "max_tokens", pa.types.is_integer, source)
+    columns = {name: table.column(name).to_pylist() for name in names & {"id", "prompt", "messages", "max_tokens"}}
+    valid: list[PromptRow] = []
+    rejected: list[RejectedRow] = []
+    seen: set[str] = set()
+    for i in range(table.num_rows):
+        row_id = columns["id"][i]
+        try:
+            row = _validate_row(i, columns, seen)
+        except InputError as exc:
+            rejected.append(RejectedRow(i, row_id, str(exc)))
+            continue
+        seen.add(row.id)
+        valid.append(row)
+    return valid, rejected
+
+
+def _check_type(table: pa.Table, name: str, predicate: Any, source: str) -> None:
+    col_type = table.schema.field(name).type
+    if not (predicate(col_type) or pa.types.is_null(col_type) or pa.types.is_large_string(col_type)):
+        raise InputError(f"{source}: column {name!r} has type {col_type}, expected the usual type")
+
+
+def _validate_row(i: int, columns: dict[str, list[Any]], seen: set[str]) -> PromptRow:
+    row_id = columns["id"][i]
+    if row_id is None or row_id == "":
+        raise InputError("null or empty id")
+    if row_id in seen:
+        raise InputError(f"duplicate id {row_id!r}")
+    prompt = columns["prompt"][i]
+    messages = _parse_messages(columns["messages"][i]) if "messages" in columns else None
+    if messages is None and (prompt is None or prompt == ""):
+        raise InputError("null or empty prompt")
+    max_tokens = columns["max_tokens"][i] if "max_tokens" in columns else None
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        raise InputError(f"max_tokens={max_tokens} outside [1, {MAX_TOKENS_LIMIT}]")
+    return PromptRow(i, row_id, prompt, messages, max_tokens)
+
+
+def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:
+    if raw is None:
+        return None
+    try:
+        messages = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"messages is not valid JSON: {exc}") from exc
+    if not isinstance(messages, list) or not messages or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        raise InputError('messages must be a non-empty JSON list of {"role": str, "content": str}')
+    return messages
+
+
+def to_requests(
+    rows: Sequence[PromptRow],
+    tokenizer: Any,
+    default_max_tokens: int,
+    max_model_len: int,
+    source: str,
+) -> list[GenerationRequest]:
+    """Tokenize rows (chat template for `messages`); too-long prompts raise InputError."""
+    requests = []
+    for row in rows:
+        max_tokens = row.max_tokens or default_max_tokens
+        if row.messages is not None:
+            token_ids = tokenizer.apply_chat_template(row.messages, add_generation_prompt=True, tokenize=True)
+            if isinstance(token_ids, dict):  # BatchEncoding in newer transformers
+                token_ids = token_ids["input_ids"]
+        else:
+            token_ids = tokenizer.encode(row.prompt)
+        if len(token_ids) + max_tokens > max_model_len:
+            raise InputError(
+                f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
+                f"with max_tokens={max_tokens} it exceeds the model length {max_model_len}"
+            )
+        requests.append(GenerationRequest(row.id, tuple(int(t) for t in token_ids), max_tokens))
+    return requests

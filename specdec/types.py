@@ -1,0 +1,34 @@
+"""Request and result types shared by the engines, the CLI and the pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from specdec.stats import RequestStats
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationRequest:
+    """One prompt, already tokenized (chat templates are applied before this point)."""
+
+    id: str
+    prompt_token_ids: tuple[int, ...]
+    max_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingOptions:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    seed: int | None = None
+    ignore_eos: bool = False
+
+
+@dataclasses.dataclass
+class GenerationResult:
+    id: str
+    completion: str
+    output_token_ids: list[int]
+    finish_reason: str
+    stats: RequestStats
