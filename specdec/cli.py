@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -24,7 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--dataset", choices=["humaneval"], default="humaneval")
     sample.add_argument("--output", required=True)
     sample.add_argument("--limit", type=int, default=None)
+    _pipeline_commands().add_parsers(sub, add_engine_args)
     return parser
+
+
+def _pipeline_commands():
+    # run/report/sql live in flows/ (specdec/ must not import prefect or duckdb).
+    return importlib.import_module("flows.cli_commands")
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +55,8 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in _pipeline_commands().COMMANDS:
+        return _pipeline_commands().main(args)
     try:
         if args.command == "generate":
             from specdec.generate_command import run_generate

@@ -1,0 +1,70 @@
+"""Synthetic staged shard results (no engine): for ingest tests and the ingest benchmark.
+
+Built column-wise with numpy so a million rows take seconds, with internally consistent
+statistics (accepted <= drafted, per-position counts non-increasing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from specdec.results_table import RESULT_SCHEMA
+from specdec.stats import ShardStats
+from tasks.staging import ShardManifest
+
+
+def _lists(values: np.ndarray, width: int) -> pa.Array:
+    offsets = np.arange(0, values.size + 1, width, dtype=np.int32) if width else np.zeros(values.size + 1, np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.ravel(), pa.int32()))
+
+
+def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 0,
+                      method: str = "specdec", config_hash: str = "synthetic") -> pa.Table:
+    rng = np.random.default_rng(seed)
+    n_steps = rng.integers(1, 48, num_rows).astype(np.int32)
+    n_drafts = (n_steps - 1).astype(np.int32)  # every decode step after prefill drafted
+    per_pos = np.zeros((num_rows, k_max), np.int32)
+    remaining = n_drafts.copy()
+    for pos in range(k_max):  # each position accepted at most as often as the one before
+        remaining = rng.binomial(remaining, 0.7).astype(np.int32)
+        per_pos[:, pos] = remaining
+    accepted = per_pos.sum(axis=1).astype(np.int32)
+    n_out = (n_steps + accepted).astype(np.int32)  # one target token per forward + accepted
+    draft_tokens = (n_drafts * k_max).astype(np.int32)
+    k_hist = np.zeros((num_rows, k_max + 1), np.int32)
+    k_hist[:, k_max] = n_drafts
+    tokens = rng.integers(0, 49152, int(n_out.sum())).astype(np.int32)
+    tok_offsets = np.concatenate([[0], np.cumsum(n_out)]).astype(np.int32)
+    ids = [f"{shard_id}/{i}" for i in range(num_rows)]
+    columns = {
+        "id": pa.array(ids, pa.string()),
+        "completion": pa.array([f"completion {i}" for i in range(num_rows)], pa.string()),
+        "output_token_ids": pa.ListArray.from_arrays(pa.array(tok_offsets), pa.array(tokens)),
+        "num_output_tokens": pa.array(n_out),
+        "finish_reason": pa.array(["length"] * num_rows, pa.string()),
+        "num_steps": pa.array(n_steps),
+        "num_drafts": pa.array(n_drafts),
+        "num_draft_tokens": pa.array(draft_tokens),
+        "num_accepted_tokens": pa.array(accepted),
+        "acceptance_rate": pa.array(np.where(draft_tokens > 0, accepted / np.maximum(draft_tokens, 1), 0.0)),
+        "mean_accepted_length": pa.array(n_out / n_steps),
+        "accepted_per_pos": _lists(per_pos, k_max),
+        "k_histogram": _lists(k_hist, k_max + 1),
+        "num_fallback_steps": pa.array(np.zeros(num_rows, np.int32)),
+        "method": pa.array([method] * num_rows, pa.string()),
+        "config_hash": pa.array([config_hash] * num_rows, pa.string()),
+    }
+    return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
+
+
+def manifest_for(run_id: str, shard_id: str, results: pa.Table, fingerprint: str = "fp",
+                 config_hash: str = "synthetic", generate_s: float = 1.0) -> ShardManifest:
+    cols = {c: results.column(c).to_numpy() for c in
+            ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens", "num_accepted_tokens")}
+    stats = ShardStats(num_requests=results.num_rows, **{k: int(v.sum()) for k, v in cols.items()})
+    return ShardManifest(
+        run_id=run_id, shard_id=shard_id, source_path=f"synthetic/{shard_id}", fingerprint=fingerprint,
+        config_hash=config_hash, status="generated", num_prompts=results.num_rows,
+        stats=stats.to_dict(), generate_s=generate_s, generated_at="2026-01-01T00:00:00",
+    )

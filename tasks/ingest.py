@@ -1,0 +1,142 @@
+"""The one writer: staged shard results -> DuckDB.
+
+Each shard is replaced as a unit inside one transaction (delete its rows, insert the staged
+ones), keyed by (run_id, shard_id, id), so re-ingesting never duplicates rows and a crash
+mid-ingest leaves the previous state. Shards already ingested with the same fingerprint and
+config hash are skipped. Staged data is read with pyarrow (local or S3) and handed to DuckDB
+as Arrow; DuckDB itself only ever opens the local database file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Iterable
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.db import connect_for_write, load_sql
+from tasks.staging import RunManifest, ShardManifest, Staging
+
+log = logging.getLogger(__name__)
+
+SHARD_TABLES = ("outputs", "request_stats", "position_stats", "rejected_rows", "shards")
+REJECTED_SCHEMA = pa.schema([("row_index", pa.int32()), ("id", pa.string()), ("reason", pa.string())])
+
+
+class IngestError(RuntimeError):
+    """Staged results are inconsistent; the message names the run and shard."""
+
+
+@dataclasses.dataclass
+class IngestReport:
+    num_shards: int = 0
+    num_skipped: int = 0
+    num_rows: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.num_rows / self.seconds if self.seconds > 0 else 0.0
+
+
+def ingest(db: str, staging: Staging, run_id: str, shard_ids: Iterable[str] | None = None) -> IngestReport:
+    """Ingest the run record and the given (default: all committed) shards of a run."""
+    started = time.perf_counter()
+    report = IngestReport()
+    con = connect_for_write(db)
+    try:
+        run = staging.read_run(run_id)
+        if run is not None:
+            upsert_run(con, run)
+        ids = staging.committed_shard_ids(run_id) if shard_ids is None else list(shard_ids)
+        for shard_id in ids:
+            manifest = staging.read_manifest(run_id, shard_id)
+            if manifest is None:
+                raise IngestError(f"run {run_id} shard {shard_id}: not committed in staging {staging.uri}")
+            rows = ingest_shard(con, staging, manifest)
+            report.num_shards += rows is not None
+            report.num_skipped += rows is None
+            report.num_rows += rows or 0
+    finally:
+        con.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def upsert_run(con: duckdb.DuckDBPyConnection, run: RunManifest) -> None:
+    con.execute(
+        load_sql("upsert_run"),
+        [
+            run.run_id, run.run_name, run.flow_run_id, run.source, run.method, run.config_hash,
+            json.dumps(run.config, sort_keys=True), run.status, run.num_shards,
+            _ts(run.started_at), _ts(run.finished_at), run.wall_s, run.engine_start_s, run.message,
+        ],
+    )
+
+
+def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: ShardManifest) -> int | None:
+    """Replace one shard's rows; returns rows ingested, or None when already up to date."""
+    m = manifest
+    state = con.execute(load_sql("shard_state"), [m.run_id, m.shard_id]).fetchone()
+    wanted = "ingested" if m.status == "generated" else m.status
+    if state == (m.fingerprint, m.config_hash, wanted):
+        return None
+    started = time.perf_counter()
+    results = staging.read_results(m.run_id, m.shard_id) if m.status == "generated" else None
+    if results is not None:
+        _check_results(m, results)
+    rejected = pa.Table.from_pylist(m.rejected, schema=REJECTED_SCHEMA)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in SHARD_TABLES:
+            con.execute(load_sql(f"delete_shard_{table}"), [m.run_id, m.shard_id])
+        if results is not None:
+            con.register("staged_results", results)
+            for query in ("insert_outputs", "insert_request_stats", "insert_position_stats"):
+                con.execute(load_sql(query), [m.run_id, m.shard_id])
+        con.register("staged_rejected", rejected)
+        con.execute(load_sql("insert_rejected_rows"), [m.run_id, m.shard_id])
+        _insert_shard_row(con, m, wanted, time.perf_counter() - started)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        for name in ("staged_results", "staged_rejected"):
+            try:
+                con.unregister(name)
+            except duckdb.Error:
+                pass
+    return 0 if results is None else results.num_rows
+
+
+def _check_results(m: ShardManifest, results: pa.Table) -> None:
+    where = f"run {m.run_id} shard {m.shard_id}"
+    if results.num_rows != m.num_prompts:
+        raise IngestError(f"{where}: staged {results.num_rows} results for {m.num_prompts} prompts")
+    ids = results.column("id")
+    if pc.count_distinct(ids).as_py() != results.num_rows:
+        raise IngestError(f"{where}: staged results repeat a request id")
+
+
+def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: str, ingest_s: float) -> None:
+    s = m.stats
+    con.execute(
+        load_sql("insert_shard"),
+        [
+            m.run_id, m.shard_id, m.source_path, m.fingerprint, m.config_hash, status, m.error,
+            m.num_prompts, m.num_rejected, s.get("num_output_tokens", 0), s.get("num_steps", 0),
+            s.get("num_drafts", 0), s.get("num_draft_tokens", 0), s.get("num_accepted_tokens", 0),
+            m.read_s, m.engine_start_s, m.generate_s, m.stage_s, ingest_s, _ts(m.generated_at),
+        ],
+    )
+
+
+def _ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None

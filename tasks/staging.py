@@ -1,0 +1,131 @@
+"""Per-shard results in a staging area (local folder or S3 prefix), keyed by run and shard.
+
+Layout: <staging>/<run_id>/run.json and <staging>/<run_id>/shards/<shard key>/
+{results.parquet, manifest.json}. The manifest is written last and is the commit marker:
+a shard without one was not finished (for example a run killed mid-shard) and is
+generated again. Ingest reads only committed shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from tasks import storage
+from tasks.storage import S3Options
+
+
+@dataclasses.dataclass
+class ShardManifest:
+    """What one finished shard produced; enough to decide whether it must run again."""
+
+    run_id: str
+    shard_id: str
+    source_path: str
+    fingerprint: str  # content hash of the prompt shard
+    config_hash: str
+    status: str  # generated | failed
+    error: str | None = None
+    num_prompts: int = 0
+    num_rejected: int = 0
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)  # ShardStats.to_dict()
+    read_s: float = 0.0
+    engine_start_s: float = 0.0
+    generate_s: float = 0.0
+    stage_s: float = 0.0
+    generated_at: str | None = None
+    rejected: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def matches(self, fingerprint: str, config_hash: str) -> bool:
+        return self.fingerprint == fingerprint and self.config_hash == config_hash
+
+
+@dataclasses.dataclass
+class RunManifest:
+    run_id: str
+    run_name: str | None
+    flow_run_id: str | None
+    source: str
+    method: str
+    config_hash: str
+    config: dict[str, Any]
+    status: str  # running | completed | failed
+    num_shards: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_s: float | None = None
+    engine_start_s: float | None = None
+    message: str | None = None
+
+
+def shard_key(shard_id: str) -> str:
+    """Folder name for a shard id (a relative path inside the source)."""
+    return shard_id.replace("/", "__")
+
+
+class Staging:
+    def __init__(self, uri: str, s3: S3Options | None = None) -> None:
+        self.uri = uri
+        self.fs, self.root = storage.filesystem(uri, s3)
+
+    def _shard_dir(self, run_id: str, shard_id: str) -> str:
+        return storage.join(self.root, run_id, "shards", shard_key(shard_id))
+
+    def write_shard(self, manifest: ShardManifest, results: pa.Table | None) -> None:
+        """Replace a shard's staged results: old marker out, results in, new marker last."""
+        folder = self._shard_dir(manifest.run_id, manifest.shard_id)
+        marker = storage.join(folder, "manifest.json")
+        if storage.exists(self.fs, marker):
+            self.fs.delete_file(marker)
+        if results is not None:
+            buf = io.BytesIO()
+            pq.write_table(results, buf)
+            storage.write_bytes_atomically(self.fs, storage.join(folder, "results.parquet"), buf.getvalue())
+        data = json.dumps(dataclasses.asdict(manifest), sort_keys=True).encode()
+        storage.write_bytes_atomically(self.fs, marker, data)
+
+    def read_manifest(self, run_id: str, shard_id: str) -> ShardManifest | None:
+        marker = storage.join(self._shard_dir(run_id, shard_id), "manifest.json")
+        try:
+            raw = storage.read_bytes(self.fs, marker)
+        except FileNotFoundError:
+            return None
+        return ShardManifest(**json.loads(raw))
+
+    def read_results(self, run_id: str, shard_id: str) -> pa.Table:
+        path = storage.join(self._shard_dir(run_id, shard_id), "results.parquet")
+        return pq.read_table(pa.BufferReader(storage.read_bytes(self.fs, path)))
+
+    def committed_shard_ids(self, run_id: str) -> list[str]:
+        base = storage.join(self.root, run_id, "shards")
+        selector = pafs.FileSelector(base, allow_not_found=True, recursive=False)
+        found = []
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.Directory:
+                manifest = self.read_manifest_at(storage.join(info.path, "manifest.json"))
+                if manifest is not None:
+                    found.append(manifest.shard_id)
+        return sorted(found)
+
+    def read_manifest_at(self, path: str) -> ShardManifest | None:
+        try:
+            return ShardManifest(**json.loads(storage.read_bytes(self.fs, path)))
+        except FileNotFoundError:
+            return None
+
+    def write_run(self, manifest: RunManifest) -> None:
+        data = json.dumps(dataclasses.asdict(manifest), sort_keys=True).encode()
+        storage.write_bytes_atomically(self.fs, storage.join(self.root, manifest.run_id, "run.json"), data)
+
+    def read_run(self, run_id: str) -> RunManifest | None:
+        try:
+            raw = storage.read_bytes(self.fs, storage.join(self.root, run_id, "run.json"))
+        except FileNotFoundError:
+            return None
+        return RunManifest(**json.loads(raw))

@@ -1,0 +1,65 @@
+"""Golden schema: the DuckDB schema after all migrations is pinned in golden_schema.txt.
+
+A schema change must come with a new migration and an updated golden file
+(regenerate with SPECDEC_UPDATE_GOLDEN=1)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tasks.db import MigrationError, SQL_DIR, connect_for_write, migrate
+
+GOLDEN = Path(__file__).with_name("golden_schema.txt")
+
+
+def describe_schema(con: duckdb.DuckDBPyConnection) -> str:
+    lines = []
+    rows = con.execute(
+        "SELECT table_name, table_type FROM information_schema.tables ORDER BY table_name"
+    ).fetchall()
+    for name, kind in rows:
+        lines.append(f"{'VIEW' if kind == 'VIEW' else 'TABLE'} {name}")
+        for col, dtype, nullable in con.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = ? ORDER BY ordinal_position",
+            [name],
+        ).fetchall():
+            lines.append(f"  {col} {dtype}{'' if nullable == 'YES' else ' NOT NULL'}")
+    for table, cols in con.execute(
+        "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+        "WHERE constraint_type = 'PRIMARY KEY' ORDER BY table_name"
+    ).fetchall():
+        lines.append(f"PRIMARY KEY {table} ({', '.join(cols)})")
+    return "\n".join(lines) + "\n"
+
+
+def test_schema_after_migrations_matches_golden(tmp_db):
+    con = connect_for_write(tmp_db)
+    actual = describe_schema(con)
+    if os.environ.get("SPECDEC_UPDATE_GOLDEN"):
+        GOLDEN.write_text(actual)
+    assert actual == GOLDEN.read_text()
+
+
+def test_migrations_are_recorded_and_applied_once(tmp_db):
+    con = connect_for_write(tmp_db)
+    names = [r[0] for r in con.execute("SELECT name FROM schema_migrations WHERE kind = 'migration' ORDER BY name").fetchall()]
+    assert names == sorted(p.stem for p in (SQL_DIR / "migrations").glob("*.sql"))
+    assert migrate(con) == []  # a second run applies nothing
+
+
+def test_editing_an_applied_migration_is_refused(tmp_db):
+    con = connect_for_write(tmp_db)
+    con.execute("UPDATE schema_migrations SET checksum = 'changed' WHERE name = '0001_runs'")
+    with pytest.raises(MigrationError, match="0001_runs"):
+        migrate(con)
+
+
+def test_every_sql_file_holds_one_statement():
+    for path in SQL_DIR.rglob("*.sql"):
+        statements = [s for s in duckdb.extract_statements(path.read_text())]
+        assert len(statements) == 1, path.name
