@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -77,8 +78,10 @@ class Staging:
     def _shard_dir(self, run_id: str, shard_id: str) -> str:
         return storage.join(self.root, run_id, "shards", shard_key(shard_id))
 
-    def write_shard(self, manifest: ShardManifest, results: pa.Table | None) -> None:
-        """Replace a shard's staged results: old marker out, results in, new marker last."""
+    def write_shard(self, manifest: ShardManifest, results: pa.Table | None) -> ShardManifest:
+        """Replace a shard's staged results: old marker out, results in, new marker last.
+        Returns the manifest as committed (with the staging time filled in)."""
+        started = time.perf_counter()
         folder = self._shard_dir(manifest.run_id, manifest.shard_id)
         marker = storage.join(folder, "manifest.json")
         if storage.exists(self.fs, marker):
@@ -87,8 +90,10 @@ class Staging:
             buf = io.BytesIO()
             pq.write_table(results, buf)
             storage.write_bytes_atomically(self.fs, storage.join(folder, "results.parquet"), buf.getvalue())
+        manifest = dataclasses.replace(manifest, stage_s=time.perf_counter() - started)
         data = json.dumps(dataclasses.asdict(manifest), sort_keys=True).encode()
         storage.write_bytes_atomically(self.fs, marker, data)
+        return manifest
 
     def read_manifest(self, run_id: str, shard_id: str) -> ShardManifest | None:
         marker = storage.join(self._shard_dir(run_id, shard_id), "manifest.json")

@@ -1,0 +1,61 @@
+"""What a finished run shows in the Prefect UI: a per-shard table and a markdown summary."""
+
+from __future__ import annotations
+
+import re
+
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from specdec.stats import ShardStats
+from tasks.staging import RunManifest, ShardManifest
+
+
+def _key(run_id: str, what: str) -> str:
+    # Artifact keys allow lowercase letters, digits and dashes only.
+    return re.sub(r"[^a-z0-9-]+", "-", f"{what}-{run_id}".lower()).strip("-")[:120]
+
+
+def shard_rows(outcomes: list[ShardManifest]) -> list[dict[str, object]]:
+    rows = []
+    for m in outcomes:
+        s = m.stats
+        tokens, steps = s.get("num_output_tokens", 0), s.get("num_steps", 0)
+        drafted, accepted = s.get("num_draft_tokens", 0), s.get("num_accepted_tokens", 0)
+        rows.append({
+            "shard": m.shard_id,
+            "prompts": m.num_prompts,
+            "rejected": m.num_rejected,
+            "output tokens": tokens,
+            "acceptance rate": round(accepted / drafted, 4) if drafted else None,
+            "tokens per target forward": round(tokens / steps, 3) if steps else None,
+            "tokens/s": round(tokens / m.generate_s, 1) if m.generate_s else None,
+        })
+    return rows
+
+
+def summary_markdown(run: RunManifest, outcomes: list[ShardManifest]) -> str:
+    total = ShardStats()
+    for m in outcomes:
+        for name in ("num_output_tokens", "num_steps", "num_draft_tokens", "num_accepted_tokens"):
+            setattr(total, name, getattr(total, name) + m.stats.get(name, 0))
+    generate_s = sum(m.generate_s for m in outcomes)
+    wall = run.wall_s or 0.0
+    lines = [
+        f"# Run `{run.run_id}`: {run.status}",
+        f"- method `{run.method}`, config `{run.config_hash}`, source `{run.source}`",
+        f"- shards: {len(outcomes)} of {run.num_shards}; prompts: {sum(m.num_prompts for m in outcomes)}",
+        f"- output tokens: {total.num_output_tokens}; acceptance rate {total.acceptance_rate:.3f}; "
+        f"tokens per target forward {total.mean_accepted_length:.3f}",
+        f"- wall {wall:.1f} s: generation {generate_s:.1f} s, engine start {run.engine_start_s or 0:.1f} s, "
+        f"outside generation {(1 - generate_s / wall) if wall else 0:.1%}",
+    ]
+    if run.message:
+        lines.append(f"- failures: {run.message}")
+    return "\n".join(lines)
+
+
+def publish_run_artifacts(run_id: str, run: RunManifest, outcomes: list[ShardManifest]) -> None:
+    create_table_artifact(table=shard_rows(outcomes), key=_key(run_id, "shards"),
+                          description=f"Per-shard acceptance and throughput of run {run_id}")
+    create_markdown_artifact(markdown=summary_markdown(run, outcomes), key=_key(run_id, "summary"),
+                             description=f"Summary of run {run_id}")
