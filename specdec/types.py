@@ -32,3 +32,6 @@ class GenerationResult:
     output_token_ids: list[int]
     finish_reason: str
     stats: RequestStats
+    # Verified drafts step by step, as the engine reported them (empty without speculation).
+    per_step_drafted: list[int] = dataclasses.field(default_factory=list)
+    per_step_accepted: list[int] = dataclasses.field(default_factory=list)

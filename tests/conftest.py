@@ -35,6 +35,8 @@ def engine_factory(default_model_dir) -> Iterator:
         return _ENGINES[key]
 
     yield get
+    for engine in _ENGINES.values():
+        engine.close()
     _ENGINES.clear()
 
 

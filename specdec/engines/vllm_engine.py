@@ -89,6 +89,12 @@ class VllmEngine:
             if not any(bound):
                 raise RuntimeError("vLLM did not load the specdec proposer in its worker")
 
+    def close(self) -> None:
+        """Stop vLLM's engine and worker processes now (instead of at interpreter exit)."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+
     @property
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()
@@ -165,4 +171,6 @@ class VllmEngine:
             output_token_ids=token_ids,
             finish_reason=str(completion.finish_reason),
             stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_max, trace),
+            per_step_drafted=drafted,
+            per_step_accepted=accepted,
         )

@@ -1,0 +1,95 @@
+"""Replay simulator: what greedy verification would accept, without running a model.
+
+Given a request's prompt tokens and the target's greedy continuation, step through decoding
+exactly as vLLM does: each target forward verifies the current draft (the longest prefix
+matching the greedy tokens is accepted), then emits one token of its own, then the proposer
+drafts again from the grown sequence. The same `DraftController` as in the real engine makes
+the decisions, so per-request accepted counts match the real engine's.
+
+`greedy_tokens` may run past `max_tokens` (a reference generated with a few extra tokens and
+`ignore_eos`): vLLM verifies drafts against the model even past the stop point and counts
+those acceptances, and the replay can only match that when it knows those tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
+from specdec.drafting.base import Proposer
+from specdec.engines.spec_stats import request_stats
+from specdec.stats import RequestStats
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayRequest:
+    id: str
+    prompt_token_ids: Sequence[int]
+    greedy_tokens: Sequence[int]  # the target's greedy continuation (may exceed max_tokens)
+    max_tokens: int
+    stop_token_ids: frozenset[int] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayResult:
+    id: str
+    output_token_ids: list[int]
+    per_step_drafted: list[int]
+    per_step_accepted: list[int]
+    stats: RequestStats
+
+
+def replay(
+    requests: Sequence[ReplayRequest], config: SpecConfig, proposer: Proposer | None = None
+) -> list[ReplayResult]:
+    """Replay requests one after another through one controller (state shared as in vLLM)."""
+    controller = DraftController(config, proposer)
+    return [_replay_one(req, controller, config.k_max) for req in requests]
+
+
+def _replay_one(req: ReplayRequest, controller: DraftController, k_max: int) -> ReplayResult:
+    greedy = np.asarray(req.greedy_tokens, dtype=np.int64)
+    sequence = np.concatenate([np.asarray(req.prompt_token_ids, dtype=np.int64), greedy])
+    prompt_len = len(req.prompt_token_ids)
+    num_out = 1  # the prefill forward emits the first token
+    drafted: list[int] = []
+    accepted: list[int] = []
+    num_accepted_last = 0
+    while not _finished(greedy, num_out, req):
+        draft = controller.step(req.id, sequence[: prompt_len + num_out], num_accepted_last)
+        num_accepted_last = _num_matching(draft, greedy[num_out:])
+        if draft.shape[0]:
+            drafted.append(int(draft.shape[0]))
+            accepted.append(num_accepted_last)
+        num_out += num_accepted_last + 1
+        if num_out > len(greedy):
+            raise ValueError(f"request {req.id}: greedy_tokens too short to replay to the stop point")
+    controller.step(req.id, sequence[: prompt_len + num_out], num_accepted_last)  # vLLM drafts once more
+    trace = controller.finish(req.id)
+    output = _truncate(greedy, num_out, req)
+    stats = request_stats(len(output), drafted, accepted, k_max, trace)
+    return ReplayResult(req.id, output, drafted, accepted, stats)
+
+
+def _num_matching(draft: np.ndarray, reference: np.ndarray) -> int:
+    n = min(draft.shape[0], reference.shape[0])
+    mismatch = np.flatnonzero(draft[:n] != reference[:n])
+    return int(mismatch[0]) if mismatch.size else n
+
+
+def _finished(greedy: np.ndarray, num_out: int, req: ReplayRequest) -> bool:
+    if num_out >= req.max_tokens:
+        return True
+    return bool(req.stop_token_ids) and any(int(t) in req.stop_token_ids for t in greedy[:num_out])
+
+
+def _truncate(greedy: np.ndarray, num_out: int, req: ReplayRequest) -> list[int]:
+    out = [int(t) for t in greedy[: min(num_out, req.max_tokens)]]
+    for i, tok in enumerate(out):
+        if tok in req.stop_token_ids:
+            return out[: i + 1]
+    return out

@@ -1,0 +1,78 @@
+"""DraftController and the replay simulator, on scripted and random token streams."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specdec.config import PolicyConfig, SpecConfig
+from specdec.controller import DraftController
+from specdec.engines.replay import ReplayRequest, replay
+
+
+class RandomProposer:
+    """Drafts random tokens (sometimes right) of random length, possibly longer than asked."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def propose(self, req_id, tokens, k):
+        return self.rng.integers(0, 3, size=self.rng.integers(0, k + 1)).astype(np.int64)
+
+    def forget(self, req_id):
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompt=st.lists(st.integers(0, 3), min_size=1, max_size=20),
+    greedy=st.lists(st.integers(0, 3), min_size=12, max_size=60),
+    max_tokens=st.integers(1, 12),
+    k_max=st.integers(1, 6),
+    seed=st.integers(0, 1000),
+    use_random=st.booleans(),
+)
+def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, max_tokens, k_max, seed, use_random):
+    cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(k_init=k_max, window=2))
+    proposer = RandomProposer(seed) if use_random else None
+    [res] = replay([ReplayRequest("r", prompt, greedy, max_tokens)], cfg, proposer)
+    assert res.output_token_ids == greedy[:max_tokens]
+    assert all(0 <= a <= d <= k_max for d, a in zip(res.per_step_drafted, res.per_step_accepted))
+    # One proposer call follows every target forward (the prefill one included).
+    forwards = sum(res.stats.k_histogram)
+    # Every forward emits one token of its own plus the draft tokens it accepted.
+    assert min(forwards + sum(res.per_step_accepted), max_tokens) == len(res.output_token_ids)
+    assert res.stats.num_drafts == len(res.per_step_drafted)
+    assert res.stats.num_accepted_tokens == sum(res.per_step_accepted)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tokens=st.lists(st.integers(0, 3), min_size=1, max_size=80),
+    k_max=st.integers(1, 8),
+    accepted=st.lists(st.integers(0, 8), min_size=1, max_size=40),
+)
+def test_controller_never_returns_more_than_k(tokens, k_max, accepted):
+    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(k_init=1, window=1)))
+    seq = np.asarray(tokens, dtype=np.int64)
+    last = 0
+    for a in accepted:
+        draft = ctl.step("r", seq, min(a, last))
+        assert draft.shape[0] <= k_max
+        last = draft.shape[0]
+
+
+def test_repetitive_text_is_drafted_and_accepted():
+    pattern = [5, 6, 7, 8, 9]
+    greedy = pattern * 12
+    cfg = SpecConfig(method="specdec", k_max=4)
+    [res] = replay([ReplayRequest("r", pattern * 2, greedy, 40)], cfg)
+    assert res.output_token_ids == greedy[:40]
+    assert res.stats.acceptance_rate == 1.0
+    assert res.stats.mean_accepted_length > 3.0  # close to K + 1 tokens per forward
+
+
+def test_stop_token_truncates_output_like_vllm():
+    cfg = SpecConfig(method="specdec", k_max=4)
+    greedy = [1, 2, 3, 1, 2, 3, 0, 1, 2, 3]
+    [res] = replay([ReplayRequest("r", [1, 2, 3], greedy, 10, frozenset({0}))], cfg)
+    assert res.output_token_ids == [1, 2, 3, 1, 2, 3, 0]
