@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from specdec.bench import command as bench_command
+from specdec.bench import propose_speed
 from specdec.config import METHODS, ConfigError
 from specdec.models import ModelError
 from specdec.prompts import InputError
@@ -25,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--dataset", choices=["humaneval"], default="humaneval")
     sample.add_argument("--output", required=True)
     sample.add_argument("--limit", type=int, default=None)
+    propose_speed.add_parser(sub)
+    bench_command.add_parser(sub)
     _pipeline_commands().add_parsers(sub, add_engine_args)
     return parser
 
@@ -62,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from specdec.generate_command import run_generate
 
             return run_generate(args)
+        if args.command == "bench":
+            return bench_command.run(args)
+        if args.command == "bench-propose":
+            return propose_speed.run(args)
         if args.command == "sample":
             from specdec.datasets import humaneval_rows, write_shard
 

@@ -1,0 +1,1 @@
+"""Benchmark commands: they print numbers; tests never time anything."""

@@ -1,0 +1,82 @@
+"""The `specdec` command line: bad input fails fast with the file and row named; a real run
+writes the documented output columns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from specdec.cli import main
+from specdec.results_table import RESULT_SCHEMA
+
+
+def write(path, rows, schema=None):
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return str(path)
+
+
+def test_missing_prompt_column_names_the_file(tmp_path, capsys):
+    src = write(tmp_path / "bad.parquet", [{"id": "a", "text": "hi"}])
+    assert main(["generate", "--input", src, "--output", str(tmp_path / "o.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.parquet" in err and "missing column 'prompt'" in err
+
+
+def test_invalid_rows_are_named(tmp_path, capsys):
+    rows = [
+        {"id": "a", "prompt": "ok", "messages": None},
+        {"id": "b", "prompt": "", "messages": None},
+        {"id": "a", "prompt": "dup", "messages": None},
+        {"id": "c", "prompt": None, "messages": "{not json"},
+    ]
+    src = write(tmp_path / "rows.parquet", rows)
+    assert main(["generate", "--input", src, "--output", str(tmp_path / "o.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "rows.parquet: 3 invalid row(s)" in err
+    assert "row 1 (id='b'): null or empty prompt" in err
+    assert "row 2 (id='a'): duplicate id 'a'" in err
+    assert "row 3 (id='c'): messages is not valid JSON" in err
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_not_parquet_is_a_clear_error(tmp_path, capsys):
+    src = tmp_path / "notes.parquet"
+    src.write_text("hello")
+    assert main(["generate", "--input", str(src), "--output", str(tmp_path / "o.parquet")]) == 2
+    assert "cannot read as Parquet" in capsys.readouterr().err
+
+
+def test_unknown_method_is_rejected_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "--input", "x", "--output", "y", "--method", "magic"])
+    assert "invalid choice: 'magic'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_generate_end_to_end_through_the_console_script(tmp_path):
+    rows = [
+        {"id": "code", "prompt": "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n", "messages": None, "max_tokens": 24},
+        {"id": "chat", "prompt": None, "messages": json.dumps([{"role": "user", "content": "Say hello."}]), "max_tokens": None},
+    ]
+    src = write(tmp_path / "p.parquet", rows)
+    out = tmp_path / "out.parquet"
+    proc = subprocess.run(
+        [sys.executable, "-m", "specdec.cli", "generate", "--input", src, "--output", str(out),
+         "--method", "specdec", "--max-tokens", "16", "--batch-size", "2", "--kv-cache-gib", "1"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "tokens / forward" in proc.stdout and "acceptance rate" in proc.stdout
+    table = pq.read_table(out)
+    assert table.schema.names == RESULT_SCHEMA.names
+    got = {r["id"]: r for r in table.to_pylist()}
+    assert set(got) == {"code", "chat"}
+    assert 1 <= got["code"]["num_output_tokens"] <= 24
+    assert 1 <= got["chat"]["num_output_tokens"] <= 16
+    assert all(r["method"] == "specdec" and len(r["config_hash"]) == 16 for r in got.values())
+    assert b"specdec.config" in table.schema.metadata
