@@ -12,18 +12,32 @@ from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
 from specdec.config import EngineConfig, SpecConfig
+from specdec.prompts import InputError
 from specdec.types import SamplingOptions
 from tasks import ingest as ingest_mod
 from tasks import shards as shards_mod
+from tasks.ingest import IngestError
 from tasks.generate import ShardGeneration, generate_shard
 from tasks.shards import LoadedShard, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
 from tasks.storage import S3Options
 
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry I/O hiccups, not bad input: a corrupt shard stays corrupt."""
+    try:
+        state.result()
+    except (InputError, IngestError, ValueError):
+        return False
+    except Exception:
+        return True
+    return False
+
+
 IO_RETRIES: dict[str, Any] = {
     "retries": 3,
     "retry_delay_seconds": exponential_backoff(backoff_factor=2),
     "retry_jitter_factor": 0.5,
+    "retry_condition_fn": _transient,
     "cache_policy": NO_CACHE,
 }
 

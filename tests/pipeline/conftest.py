@@ -88,3 +88,49 @@ def s3_env(s3_server, monkeypatch) -> str:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     return s3_server
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A real `prefect server start` on 127.0.0.1 for the whole session.
+
+    Yields the environment for clients, workers and flow-run subprocesses."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    env.pop("PREFECT_API_URL", None)
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=home,
+    )
+    import urllib.request
+
+    wait_for(lambda: urllib.request.urlopen(api + "/health", timeout=2).status == 200, 120, "prefect server", proc)
+    yield {**env, "PREFECT_API_URL": api}
+    stop(proc, (signal.SIGINT, signal.SIGTERM))
+    log.close()
+
+
+@pytest.fixture
+def prefect_api(prefect_server) -> Iterator[str]:
+    """Point in-process Prefect clients at the session server."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from prefect._internal.concurrency.services import QueueService
+
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server["PREFECT_API_URL"]}):
+        yield prefect_server["PREFECT_API_URL"]
+        # Send queued run logs and events while the server is up; otherwise the exiting
+        # interpreter retries against a stopped server for a minute.
+        QueueService.drain_all(timeout=15)

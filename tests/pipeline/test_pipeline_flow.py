@@ -1,0 +1,116 @@
+"""The flow's orchestration against a real Prefect server, with a test double for the engine
+(`EchoEngine`): shard listing, validation, staging, ingest, resume and failure handling are
+real; only token generation is replaced so these tests run in seconds. The real engine runs
+in test_pipeline_e2e.py."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tasks.generate as generate_mod
+from flows.generation import speculative_generation
+from specdec.stats import RequestStats
+from specdec.types import GenerationResult
+
+pytestmark = pytest.mark.slow  # starts the session's Prefect server
+
+
+class EchoTokenizer:
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode())[:64]
+
+
+class EchoEngine:
+    """Stands in for VllmEngine: 'completes' a prompt with its first max_tokens tokens."""
+
+    tokenizer = EchoTokenizer()
+
+    def generate(self, requests, sampling, batch_size=None, show_progress=False):
+        out = []
+        for r in requests:
+            ids = list(r.prompt_token_ids[: r.max_tokens])
+            n = len(ids)
+            stats = RequestStats(n, max(1, n // 2), n // 2, 2 * (n // 2), n - max(1, n // 2),
+                                 [n // 2, n - max(1, n // 2) - n // 2], [0, 0, n // 2], 0)
+            out.append(GenerationResult(r.id, bytes(ids).decode(errors="replace"), ids, "length", stats))
+        return out
+
+
+@pytest.fixture
+def echo_engine(monkeypatch) -> list[int]:
+    starts: list[int] = []
+
+    def get_engine(engine_cfg, spec):
+        starts.append(1)
+        return EchoEngine(), 0.0
+
+    monkeypatch.setattr(generate_mod, "get_engine", get_engine)
+    return starts
+
+
+def write(path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("id", pa.string()), ("prompt", pa.string())])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def query(db, sql):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def run(tmp_path, **kw):
+    return speculative_generation(source=str(tmp_path / "src"), db=str(tmp_path / "r.duckdb"),
+                                  staging=str(tmp_path / "staging"), max_tokens=8, k_max=2, **kw)
+
+
+def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, prefect_api, echo_engine):
+    write(tmp_path / "src/a.parquet", [{"id": f"a{i}", "prompt": f"prompt a {i}"} for i in range(5)])
+    write(tmp_path / "src/sub/b.parquet", [{"id": "b0", "prompt": "prompt b"}, {"id": "b1", "prompt": ""}])
+    (tmp_path / "src/notes.txt").write_text("not a shard")
+    first = run(tmp_path)
+    db = tmp_path / "r.duckdb"
+    assert first["num_prompts"] == 6
+    assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(6, 6)]
+    assert query(db, "SELECT count(*) FROM request_stats") == [(6,)]
+    assert query(db, "SELECT shard_id, row_index, id FROM rejected_rows") == [("sub/b.parquet", 1, "b1")]
+    assert query(db, "SELECT status, num_shards FROM runs") == [("completed", 2)]
+    assert query(db, "SELECT count(*) FROM v_shard_acceptance") == [(2,)]
+    calls = len(echo_engine)
+    again = run(tmp_path)  # same source + config: same run id, nothing to generate
+    assert again["run_id"] == first["run_id"] and len(echo_engine) == calls
+    write(tmp_path / "src/a.parquet", [{"id": "a0", "prompt": "changed"}])
+    run(tmp_path)  # a changed shard is generated again and its rows replaced
+    assert len(echo_engine) == calls + 1
+    assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL ORDER BY 1") == [
+        ("a.parquet", 1), ("sub/b.parquet", 1)]
+
+
+def test_unreadable_shard_is_recorded_and_the_others_complete(tmp_path, prefect_api, echo_engine):
+    write(tmp_path / "src/good.parquet", [{"id": "g0", "prompt": "hello there"}])
+    (tmp_path / "src/bad.parquet").write_bytes(b"this is not parquet")
+    with pytest.raises(RuntimeError, match="bad.parquet"):
+        run(tmp_path, run_name="with-bad-shard")
+    db = tmp_path / "r.duckdb"
+    rows = dict(query(db, "SELECT shard_id, status FROM shards"))
+    assert rows == {"good.parquet": "ingested", "bad.parquet": "failed"}
+    error = query(db, "SELECT error FROM shards WHERE shard_id = 'bad.parquet'")[0][0]
+    assert "bad.parquet" in error and "Parquet" in error
+    assert query(db, "SELECT status FROM runs") == [("failed",)]
+
+
+def test_invalid_parameters_fail_before_any_work(tmp_path, prefect_api, echo_engine):
+    write(tmp_path / "src/a.parquet", [{"id": "a", "prompt": "p"}])
+    with pytest.raises(Exception, match="k_max"):
+        run(tmp_path, k_max=0)
+    with pytest.raises(Exception, match="ngram_min"):
+        run(tmp_path, ngram_min=3, ngram_max=2)
+    with pytest.raises(Exception, match="not an existing folder"):
+        speculative_generation(source=str(tmp_path / "missing"), db=str(tmp_path / "r.duckdb"))
+    assert not (tmp_path / "r.duckdb").exists() and not echo_engine
