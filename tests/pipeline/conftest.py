@@ -134,3 +134,16 @@ def prefect_api(prefect_server) -> Iterator[str]:
         # Send queued run logs and events while the server is up; otherwise the exiting
         # interpreter retries against a stopped server for a minute.
         QueueService.drain_all(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def make_bucket():
+    """`make_bucket(endpoint, name)`: create a bucket on the local S3 endpoint."""
+    return _make_bucket
+
+
+def _make_bucket(endpoint: str, name: str) -> None:
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket=name)
