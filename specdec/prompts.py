@@ -129,9 +129,9 @@ def to_requests(
     for row in rows:
         max_tokens = row.max_tokens or default_max_tokens
         if row.messages is not None:
-            token_ids = tokenizer.apply_chat_template(row.messages, add_generation_prompt=True, tokenize=True)
-            if isinstance(token_ids, dict):  # BatchEncoding in newer transformers
-                token_ids = token_ids["input_ids"]
+            # Render to text, then encode: the template already holds the special tokens.
+            text = tokenizer.apply_chat_template(row.messages, add_generation_prompt=True, tokenize=False)
+            token_ids = tokenizer.encode(text, add_special_tokens=False)
         else:
             token_ids = tokenizer.encode(row.prompt)
         if len(token_ids) + max_tokens > max_model_len:
