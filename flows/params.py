@@ -130,7 +130,8 @@ class FlowParams(BaseModel):
         """Same source + config -> same run, so re-running resumes instead of starting over."""
         if self.run_name:
             return self.run_name
-        where = config_hash({"source": self.source.rstrip("/"), "glob": self.shard_glob})
+        source = self.source.rstrip("/") if is_s3(self.source) else str(Path(self.source).resolve())
+        where = config_hash({"source": source, "glob": self.shard_glob})
         return f"{self.method}-{self.config_hash()[:8]}-{where[:6]}"
 
     def redacted(self) -> dict[str, Any]:
