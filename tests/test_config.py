@@ -1,0 +1,52 @@
+"""SpecConfig validation, hashing, and how each method maps onto vLLM's speculative_config."""
+
+import importlib.util
+
+import pytest
+
+from specdec.config import ConfigError, PolicyConfig, SpecConfig, config_hash
+from specdec.engines.vllm_engine import speculative_config
+
+
+def test_round_trip_and_stable_hash():
+    cfg = SpecConfig(method="specdec", k_max=6, policy=PolicyConfig(k_init=3))
+    assert SpecConfig.from_dict(cfg.to_dict()) == cfg
+    assert config_hash(cfg.to_dict()) == config_hash(SpecConfig.from_dict(cfg.to_dict()).to_dict())
+    assert config_hash(cfg.to_dict()) != config_hash(SpecConfig(method="specdec", k_max=5).to_dict())
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"method": "magic"}, "unknown method 'magic'"),
+        ({"k_max": 0}, "k_max=0"),
+        ({"ngram_min": 4, "ngram_max": 2}, "ngram_min"),
+        ({"method": "draft"}, "draft_model"),
+        ({"k_max": 2, "policy": PolicyConfig(k_init=4)}, "k_init=4"),
+    ],
+)
+def test_invalid_configs_name_the_field(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        SpecConfig(**kwargs)
+
+
+def test_methods_map_to_vllm_speculative_config():
+    assert speculative_config(SpecConfig(method="none")) is None
+    ngram = speculative_config(SpecConfig(method="ngram", k_max=3, ngram_min=2, ngram_max=4))
+    assert ngram == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    ours = speculative_config(SpecConfig(method="specdec", k_max=5))
+    assert ours["method"] == "custom_class" and ours["num_speculative_tokens"] == 5
+    assert ours["model"] == "specdec.engines.vllm_proposer.SpecdecVllmProposer"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("arctic_inference") is not None, reason="arctic-inference installed")
+def test_suffix_without_arctic_inference_is_a_clear_error():
+    with pytest.raises(ConfigError, match="arctic-inference"):
+        speculative_config(SpecConfig(method="suffix"))
+
+
+def test_draft_method_needs_a_real_model_folder(tmp_path):
+    from specdec.models import ModelError
+
+    with pytest.raises(ModelError, match="no config.json"):
+        speculative_config(SpecConfig(method="draft", draft_model=str(tmp_path)))
