@@ -5,51 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(check, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready")
-        try:
-            if check():
-                return
-        except Exception:  # not up yet
-            pass
-        time.sleep(0.3)
-    raise TimeoutError(f"{what} not ready after {timeout:.0f} s")
-
-
-def stop(proc: subprocess.Popen, signals=(signal.SIGINT,), timeout: float = 20) -> None:
-    """Stop a process we started, by its PID: each signal in turn, then SIGKILL."""
-    for sig in signals:
-        if proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                proc.wait(timeout / len(signals))
-            except subprocess.TimeoutExpired:
-                pass
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(10)
+from pipeline_support import BIN, free_port, stop, wait_for
 
 
 @pytest.fixture
