@@ -65,6 +65,13 @@ def query(db, sql):
         con.close()
 
 
+def artifact_keys() -> set[str]:
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        return {a.key for a in client.read_artifacts()}
+
+
 def run(tmp_path, **kw):
     return speculative_generation(source=str(tmp_path / "src"), db=str(tmp_path / "r.duckdb"),
                                   staging=str(tmp_path / "staging"), max_tokens=8, k_max=2, **kw)
@@ -82,6 +89,8 @@ def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, pr
     assert query(db, "SELECT shard_id, row_index, id FROM rejected_rows") == [("sub/b.parquet", 1, "b1")]
     assert query(db, "SELECT status, num_shards FROM runs") == [("completed", 2)]
     assert query(db, "SELECT count(*) FROM v_shard_acceptance") == [(2,)]
+    keys = artifact_keys()
+    assert f"shards-{first['run_id']}" in keys and f"summary-{first['run_id']}" in keys
     calls = len(echo_engine)
     again = run(tmp_path)  # same source + config: same run id, nothing to generate
     assert again["run_id"] == first["run_id"] and len(echo_engine) == calls
