@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 class PolicyConfig:
     """Per-request adaptive K (see specdec.policy)."""
 
+    adaptive: bool = True  # False: always draft k_max (how vLLM's built-in methods behave)
     k_init: int = 4
     window: int = 4
     raise_above: float = 0.8
@@ -54,6 +55,11 @@ class SpecConfig:
     ngram_max: int = 5
     draft_model: str | None = None
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    # specdec only: the cross-request draft cache (see specdec.drafting.hybrid)
+    cache: bool = True
+    cache_max_nodes: int = 2_000_000
+    cache_min_prob: float = 0.2
+    lookup_max: int = 16  # longest own-text match considered by specdec
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -66,6 +72,10 @@ class SpecConfig:
             raise ConfigError("method 'draft' needs draft_model (--draft-model DIR)")
         if self.method == "specdec":
             self.policy.validate(self.k_max)
+            if not 0.0 <= self.cache_min_prob <= 1.0:
+                raise ConfigError(f"cache_min_prob={self.cache_min_prob} must be within [0, 1]")
+            if self.cache_max_nodes < 1 or self.lookup_max < self.ngram_min:
+                raise ConfigError("need cache_max_nodes >= 1 and lookup_max >= ngram_min")
 
     @property
     def speculative(self) -> bool:

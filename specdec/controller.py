@@ -12,7 +12,9 @@ import numpy as np
 
 from specdec.config import SpecConfig
 from specdec.drafting.base import Proposer
+from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
+from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
 
@@ -24,12 +26,20 @@ class _Live:
     pending_draft: int = 0  # tokens drafted last step, awaiting verification
 
 
+def default_proposer(config: SpecConfig) -> Proposer:
+    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone)."""
+    if not config.cache:
+        return NgramProposer(config.ngram_min, config.lookup_max)
+    cache = SuffixTrieCache(max_nodes=config.cache_max_nodes)
+    return HybridProposer(cache, config.ngram_min, config.lookup_max, config.cache_min_prob)
+
+
 class DraftController:
     """Per-request drafting with adaptive K. Not thread-safe; one per engine worker."""
 
     def __init__(self, config: SpecConfig, proposer: Proposer | None = None) -> None:
         self.config = config
-        self.proposer = proposer or NgramProposer(config.ngram_min, config.ngram_max)
+        self.proposer = proposer or default_proposer(config)
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
 

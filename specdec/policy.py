@@ -34,7 +34,7 @@ class AdaptiveK:
         self.k_max = k_max
 
     def new_state(self) -> KState:
-        return KState(k=self.config.k_init)
+        return KState(k=self.config.k_init if self.config.adaptive else self.k_max)
 
     def next_k(self, state: KState) -> int:
         """K to draft this step; 0 while the request is paused. Counts down the pause."""
@@ -48,7 +48,7 @@ class AdaptiveK:
     def observe(self, state: KState, num_drafted: int, num_accepted: int) -> None:
         """Feed back one verified draft: `num_accepted` of `num_drafted` tokens accepted."""
         assert 0 <= num_accepted <= num_drafted, (num_accepted, num_drafted)
-        if num_drafted == 0:
+        if num_drafted == 0 or not self.config.adaptive:
             return
         cfg = self.config
         state.consecutive_rejects = state.consecutive_rejects + 1 if num_accepted == 0 else 0

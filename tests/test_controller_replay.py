@@ -25,7 +25,7 @@ class RandomProposer:
 @settings(max_examples=200, deadline=None)
 @given(
     prompt=st.lists(st.integers(0, 3), min_size=1, max_size=20),
-    greedy=st.lists(st.integers(0, 3), min_size=12, max_size=60),
+    greedy=st.lists(st.integers(0, 3), min_size=19, max_size=60),  # max_tokens + K + 1 look-ahead
     max_tokens=st.integers(1, 12),
     k_max=st.integers(1, 6),
     seed=st.integers(0, 1000),

@@ -71,3 +71,8 @@ def test_k_never_leaves_0_to_k_max(k_max, data, script):
 def test_invalid_config_is_rejected_with_the_field_named():
     with pytest.raises(ConfigError, match="k_init"):
         AdaptiveK(PolicyConfig(k_init=5), k_max=4)
+
+
+def test_non_adaptive_policy_always_drafts_k_max():
+    policy = AdaptiveK(PolicyConfig(adaptive=False, k_init=1), k_max=5)
+    assert run(policy, [0.0] * 6 + [1.0] * 6) == [5] * 12

@@ -18,14 +18,22 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 def propose_ngram(tokens: np.ndarray, n_min: int, n_max: int, k: int) -> np.ndarray:
     """Draft up to `k` tokens continuing `tokens` by n-gram lookup (empty if no match)."""
-    length = int(tokens.shape[0])
-    if k <= 0 or length < n_min + 1:
+    if k <= 0:
         return _EMPTY
+    end, match_len = ngram_match(tokens, n_min, n_max)
+    return tokens[end + 1 : end + 1 + k] if match_len else _EMPTY
+
+
+def ngram_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
+    """(index of the last token of the chosen earlier match, match length); (-1, 0) if none."""
+    length = int(tokens.shape[0])
+    if length < n_min + 1:
+        return -1, 0
     last = tokens[length - 1]
     # `ends[i]` is the index of the last token of a candidate earlier occurrence.
     ends = np.flatnonzero(tokens[: length - 1] == last)
     if ends.size == 0:
-        return _EMPTY
+        return -1, 0
     best_len = 1
     best_end = int(ends[-1])
     for m in range(1, min(n_max, length - 1)):
@@ -36,8 +44,8 @@ def propose_ngram(tokens: np.ndarray, n_min: int, n_max: int, k: int) -> np.ndar
         best_len = m + 1
         best_end = int(ends[-1])
     if best_len < n_min:
-        return _EMPTY
-    return tokens[best_end + 1 : best_end + 1 + k]
+        return -1, 0
+    return best_end, best_len
 
 
 def propose_ngram_naive(tokens: list[int], n_min: int, n_max: int, k: int) -> list[int]:

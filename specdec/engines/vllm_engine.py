@@ -89,6 +89,11 @@ class VllmEngine:
             if not any(bound):
                 raise RuntimeError("vLLM did not load the specdec proposer in its worker")
 
+    def reset_proposer(self) -> None:
+        """Forget all drafting state (cross-request cache included): a cold start."""
+        if self.spec.method == "specdec":
+            self.llm.collective_rpc(vllm_proposer.reset_proposer)
+
     def close(self) -> None:
         """Stop vLLM's engine and worker processes now (instead of at interpreter exit)."""
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)

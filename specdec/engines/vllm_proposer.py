@@ -104,6 +104,16 @@ def bind_proposer(worker: Any, config: dict[str, Any]) -> bool:
     return True
 
 
+def reset_proposer(worker: Any) -> bool:
+    """Start over with a fresh controller (cold cache, no per-request state)."""
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer) or drafter.controller is None:
+        return False
+    drafter.controller = DraftController(drafter.controller.config)
+    drafter.finished.clear()
+    return True
+
+
 def collect_traces(worker: Any, req_ids: list[str]) -> dict[str, dict[str, Any]]:
     drafter = getattr(worker.model_runner, "drafter", None)
     if not isinstance(drafter, SpecdecVllmProposer):

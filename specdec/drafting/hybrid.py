@@ -1,0 +1,56 @@
+"""Our proposer: n-gram lookup in the request's own text plus the cross-request cache.
+
+Each step two candidates compete: the continuation of the longest earlier match in the
+request's own tokens, and the most frequent continuation in the cache of finished requests
+(with per-token probabilities). The longer match wins (own text on ties: it is the most
+specific evidence); a cache draft is cut where its cumulative probability drops below
+`min_prob`, so weak evidence drafts fewer tokens. A finished request's tokens go into the
+cache when the controller forgets it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specdec.drafting.ngram import ngram_match
+from specdec.drafting.suffix_cache import SuffixTrieCache
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class HybridProposer:
+    def __init__(
+        self,
+        cache: SuffixTrieCache,
+        n_min: int = 2,
+        n_max: int = 16,
+        min_prob: float = 0.2,
+        min_cache_match: int = 2,
+    ) -> None:
+        self.cache = cache
+        self.n_min = n_min
+        self.n_max = n_max
+        self.min_prob = min_prob
+        self.min_cache_match = min_cache_match
+        self._sequences: dict[str, np.ndarray] = {}
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        # vLLM hands us a view of a buffer it reuses: keep a copy for the cache.
+        self._sequences[req_id] = np.array(tokens, dtype=np.int64)
+        if k <= 0:
+            return _EMPTY
+        end, own_len = ngram_match(tokens, self.n_min, self.n_max)
+        cached = self.cache.speculate(tokens, k, self.min_prob) if len(self.cache) else None
+        cache_len = cached.match_len if cached is not None and cached.tokens.size else 0
+        if own_len and own_len >= cache_len:
+            return np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
+        if cached is not None and cache_len >= self.min_cache_match:
+            return cached.tokens
+        if own_len:
+            return np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
+        return _EMPTY
+
+    def forget(self, req_id: str) -> None:
+        tokens = self._sequences.pop(req_id, None)
+        if tokens is not None and tokens.size:
+            self.cache.insert(req_id, tokens)

@@ -1,0 +1,165 @@
+"""Cross-request draft cache: counts of every substring (up to `max_depth` tokens) of the
+token sequences of finished requests, in a trie.
+
+A lookup finds the longest suffix of a request's context that occurred before in any cached
+sequence, then follows the most frequent continuation; each drafted token carries its
+empirical probability (child count / parent count), so the caller can size the draft by
+confidence. Memory is bounded by a node budget: when an insert exceeds it, whole sequences
+are evicted oldest-first, their counts subtracted and empty nodes freed. The sequences are
+kept so the cache can be persisted and rebuilt (`save` / `load`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+
+class _Node:
+    __slots__ = ("children", "count")
+
+    def __init__(self) -> None:
+        self.children: dict[int, _Node] = {}
+        self.count = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheDraft:
+    tokens: np.ndarray  # drafted token ids
+    probs: np.ndarray  # empirical probability of each drafted token given the previous ones
+    match_len: int  # how many context tokens matched before the draft
+
+
+_NO_DRAFT = CacheDraft(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
+
+
+class SuffixTrieCache:
+    def __init__(self, max_depth: int = 24, max_nodes: int = 2_000_000) -> None:
+        if max_depth < 2 or max_nodes < 1:
+            raise ValueError("max_depth must be >= 2 and max_nodes >= 1")
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self.root = _Node()
+        self.num_nodes = 0
+        self._sequences: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sequences)
+
+    def __contains__(self, seq_id: str) -> bool:
+        return seq_id in self._sequences
+
+    def insert(self, seq_id: str, tokens: np.ndarray) -> None:
+        """Add a sequence (replacing one with the same id), then evict to the budget."""
+        if seq_id in self._sequences:
+            self.remove(seq_id)
+        seq = np.asarray(tokens, dtype=np.int64).copy()
+        values = seq.tolist()
+        for start in range(len(values)):
+            node = self.root
+            for tok in values[start : start + self.max_depth]:
+                child = node.children.get(tok)
+                if child is None:
+                    child = node.children[tok] = _Node()
+                    self.num_nodes += 1
+                child.count += 1
+                node = child
+        self._sequences[seq_id] = seq
+        while self.num_nodes > self.max_nodes and len(self._sequences) > 1:
+            self.remove(next(iter(self._sequences)))
+
+    def remove(self, seq_id: str) -> None:
+        values = self._sequences.pop(seq_id).tolist()
+        for start in range(len(values)):
+            path = values[start : start + self.max_depth]
+            node = self.root
+            for depth, tok in enumerate(path):
+                child = node.children[tok]
+                child.count -= 1
+                if child.count == 0:
+                    # Its subtree held only the rest of this path (counts never exceed the parent's).
+                    del node.children[tok]
+                    self.num_nodes -= len(path) - depth
+                    break
+                node = child
+
+    def speculate(self, context: np.ndarray, k: int, min_prob: float = 0.0) -> CacheDraft:
+        """Draft up to `k` tokens after the longest cached suffix of `context`.
+
+        Drafting stops when the cumulative probability of the draft falls below `min_prob`.
+        """
+        node, match_len = self._longest_match(context)
+        if node is None or k <= 0:
+            return _NO_DRAFT
+        tokens: list[int] = []
+        probs: list[float] = []
+        cumulative = 1.0
+        while len(tokens) < k and node.children:
+            tok, child = max(node.children.items(), key=lambda kv: kv[1].count)
+            prob = child.count / node.count
+            if cumulative * prob < min_prob:
+                break
+            cumulative *= prob
+            tokens.append(tok)
+            probs.append(prob)
+            node = child
+        return CacheDraft(np.asarray(tokens, dtype=np.int64), np.asarray(probs), match_len)
+
+    def _longest_match(self, context: np.ndarray) -> tuple[_Node | None, int]:
+        tail = context[-(self.max_depth - 1) :].tolist()
+        for start in range(len(tail)):  # longest suffix first
+            node = self.root
+            for tok in tail[start:]:
+                node = node.children.get(tok)
+                if node is None:
+                    break
+            else:
+                return node, len(tail) - start
+        return None, 0
+
+    def check_invariants(self) -> None:
+        """Counts are consistent, the node count is right, and match a rebuild from scratch."""
+        seen = 0
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            assert sum(c.count for c in node.children.values()) <= node.count or node is self.root
+            for child in node.children.values():
+                assert child.count >= 1, "empty node left in the trie"
+                seen += 1
+                stack.append(child)
+        assert seen == self.num_nodes, (seen, self.num_nodes)
+        assert self.num_nodes <= self.max_nodes or len(self._sequences) <= 1
+        rebuilt = SuffixTrieCache(self.max_depth, max_nodes=1 << 62)
+        for seq_id, seq in self._sequences.items():
+            rebuilt.insert(seq_id, seq)
+        assert _same_counts(self.root, rebuilt.root), "counts differ from a rebuild"
+
+    def save(self, path: str | Path) -> None:
+        """Write the cached sequences (the trie is rebuilt on load)."""
+        path = Path(path)
+        ids = list(self._sequences)
+        arrays = {f"s{i}": seq for i, seq in enumerate(self._sequences.values())}
+        meta = json.dumps({"max_depth": self.max_depth, "max_nodes": self.max_nodes, "ids": ids})
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SuffixTrieCache":
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            cache = cls(meta["max_depth"], meta["max_nodes"])
+            for i, seq_id in enumerate(meta["ids"]):
+                cache.insert(seq_id, data[f"s{i}"])
+        return cache
+
+
+def _same_counts(a: _Node, b: _Node) -> bool:
+    if a.count != b.count or a.children.keys() != b.children.keys():
+        return False
+    return all(_same_counts(a.children[t], b.children[t]) for t in a.children)

@@ -1,0 +1,96 @@
+"""The cross-request cache: invariants under random insert/evict, a naive oracle for
+matches, persistence round trip; and the hybrid proposer's choices."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specdec.drafting.hybrid import HybridProposer
+from specdec.drafting.suffix_cache import SuffixTrieCache
+
+seqs_st = st.lists(st.lists(st.integers(0, 4), min_size=0, max_size=25), min_size=1, max_size=8)
+
+
+def naive_speculate(sequences, context, k, max_depth):
+    """By brute force: the longest suffix of `context` (shorter than max_depth) occurring in
+    any sequence, how often it occurs, and the tokens that follow its occurrences."""
+    tail = list(context[-(max_depth - 1):])
+    for start in range(len(tail)):
+        pattern = tail[start:]
+        n = len(pattern)
+        occurrences = [
+            (seq, i) for seq in sequences for i in range(len(seq) - n + 1) if seq[i : i + n] == pattern
+        ]
+        if occurrences:
+            nexts = [seq[i + n] for seq, i in occurrences if i + n < len(seq)]
+            return n, len(occurrences), nexts
+    return 0, 0, []
+
+
+@settings(max_examples=200, deadline=None)
+@given(seqs=seqs_st, context=st.lists(st.integers(0, 4), min_size=1, max_size=12), depth=st.integers(2, 8))
+def test_matches_agree_with_a_naive_scan(seqs, context, depth):
+    cache = SuffixTrieCache(max_depth=depth)
+    for i, seq in enumerate(seqs):
+        cache.insert(str(i), np.array(seq, dtype=np.int64))
+    draft = cache.speculate(np.array(context, dtype=np.int64), k=3)
+    match_len, num_occ, nexts = naive_speculate(seqs, context, 3, depth)
+    assert draft.match_len == (match_len if num_occ else 0)
+    if nexts and match_len:
+        best = max(set(nexts), key=nexts.count)
+        assert nexts.count(int(draft.tokens[0])) == nexts.count(best)
+        assert np.isclose(draft.probs[0], nexts.count(best) / num_occ)
+    else:
+        assert draft.tokens.size == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ops=st.lists(st.tuples(st.sampled_from(["insert", "remove"]), st.integers(0, 5),
+                           st.lists(st.integers(0, 3), max_size=20)), max_size=25),
+    budget=st.integers(1, 60),
+)
+def test_invariants_hold_under_random_inserts_and_evictions(ops, budget):
+    cache = SuffixTrieCache(max_depth=5, max_nodes=budget)
+    for op, key, seq in ops:
+        if op == "insert":
+            cache.insert(str(key), np.array(seq, dtype=np.int64))
+        elif str(key) in cache:
+            cache.remove(str(key))
+        cache.check_invariants()
+    assert cache.num_nodes <= budget or len(cache) <= 1
+
+
+def test_persistence_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    cache = SuffixTrieCache(max_depth=6)
+    for i in range(20):
+        cache.insert(f"r{i}", rng.integers(0, 7, size=40))
+    cache.save(tmp_path / "cache.npz")
+    loaded = SuffixTrieCache.load(tmp_path / "cache.npz")
+    loaded.check_invariants()
+    assert loaded.num_nodes == cache.num_nodes and len(loaded) == len(cache)
+    context = rng.integers(0, 7, size=10)
+    a, b = cache.speculate(context, 4), loaded.speculate(context, 4)
+    assert a.tokens.tolist() == b.tokens.tolist() and a.match_len == b.match_len
+
+
+def test_low_confidence_continuations_are_cut():
+    cache = SuffixTrieCache(max_depth=8)
+    for i, tail in enumerate([[9, 9], [9, 8], [9, 7], [9, 6]]):  # after 1 2 3: 9, then anything
+        cache.insert(str(i), np.array([1, 2, 3, *tail]))
+    sure = cache.speculate(np.array([5, 1, 2, 3]), k=4, min_prob=0.0)
+    assert sure.tokens.tolist()[0] == 9 and sure.probs[0] == 1.0 and sure.probs[1] == 0.25
+    cut = cache.speculate(np.array([5, 1, 2, 3]), k=4, min_prob=0.5)
+    assert cut.tokens.tolist() == [9]
+
+
+def test_hybrid_uses_finished_requests_and_prefers_longer_evidence():
+    proposer = HybridProposer(SuffixTrieCache(max_depth=12), n_min=2, n_max=8)
+    first = np.array([10, 11, 12, 13, 14, 15, 16])
+    assert proposer.propose("a", first, 3).tolist() == []  # nothing seen yet
+    proposer.forget("a")  # finished: its tokens enter the cache
+    assert proposer.propose("b", np.array([1, 11, 12, 13]), 3).tolist() == [14, 15, 16]
+    # own text has a longer match than the cache: own continuation wins
+    own = np.array([7, 11, 12, 13, 99, 7, 11, 12, 13])
+    assert proposer.propose("c", own, 2).tolist() == [99, 7]
