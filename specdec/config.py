@@ -33,7 +33,7 @@ class PolicyConfig:
     reprobe_after: int = 8
 
     def validate(self, k_max: int) -> None:
-        if not 1 <= self.k_init <= k_max:
+        if self.adaptive and not 1 <= self.k_init <= k_max:
             raise ConfigError(f"k_init={self.k_init} must be within [1, k_max={k_max}]")
         if self.window < 1:
             raise ConfigError(f"window={self.window} must be >= 1")

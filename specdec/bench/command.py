@@ -1,74 +1,129 @@
-"""`specdec bench`: methods side by side on the same prompts, in one run."""
+"""`specdec bench`: methods side by side on the same prompts, in one run.
+
+`--engine replay`: greedy outputs are generated once with the real engine (cached), then
+every proposer is replayed on them: tokens per target forward, for a K sweep, in seconds.
+`--engine vllm`: real throughput per method and batch size, each method on a fresh engine.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 from pathlib import Path
 
-from specdec.bench.throughput import BenchRecord, render_table, run_method
+from specdec.bench.datasets import BUILTIN, load_rows
 from specdec.config import METHODS, ConfigError, EngineConfig, SpecConfig
-from specdec.datasets import humaneval_rows
-from specdec.prompts import InputError, read_prompt_table, to_requests, validate_rows
+from specdec.prompts import to_requests
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="compare methods side by side (tokens/s, acceptance)")
-    p.add_argument("--engine", choices=["vllm"], default="vllm")
-    p.add_argument("--input", default=None, help="prompt Parquet file (default: 16 HumanEval prompts)")
-    p.add_argument("--methods", default="none,ngram,specdec")
-    p.add_argument("--batch-sizes", default="1,16")
-    p.add_argument("--k", type=int, default=4, help="K bound for every method")
-    p.add_argument("--max-tokens", type=int, default=96)
-    p.add_argument("--limit", type=int, default=16, help="prompts to use")
+    p = sub.add_parser("bench", help="compare methods side by side (tokens/forward, tokens/s)")
+    p.add_argument("--engine", choices=["replay", "vllm"], default="replay")
+    p.add_argument("--input", action="append", default=None,
+                   help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
+    p.add_argument("--methods", default=None, help="comma list (default: all available)")
+    p.add_argument("--batch-sizes", default="1,16", help="vllm engine only")
+    p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--model", default=None)
     p.add_argument("--json", default=None, help="write the records here")
+    p.add_argument("--db", default=None, help="DuckDB file to add the records to")
+    p.add_argument("--plots", default=None, help="folder for PNG plots")
 
 
 def run(args: argparse.Namespace) -> int:
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    for m in methods:
-        if m not in METHODS:
-            raise ConfigError(f"unknown method {m!r} in --methods; choose from {', '.join(METHODS)}")
-    if "none" in methods:  # the reference runs first
-        methods.remove("none")
-        methods.insert(0, "none")
-    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-    engine_cfg = EngineConfig(model=args.model)
-    rows, dataset = _rows(args)
+    ks = [int(k) for k in args.k.split(",")]
+    engine_cfg = EngineConfig(model=args.model, max_num_seqs=64)
+    records: list = []
+    for source in args.input or ["humaneval"]:
+        rows, dataset = load_rows(source, args.limit)
+        requests = _tokenize(rows, args, engine_cfg, dataset)
+        if args.engine == "replay":
+            records += _replay(requests, ks, dataset, engine_cfg, args)
+        else:
+            records += _vllm(requests, ks, dataset, engine_cfg, args)
+    _outputs(records, args)
+    return 0
+
+
+def _tokenize(rows, args, engine_cfg: EngineConfig, dataset: str):
     from transformers import AutoTokenizer
 
     from specdec.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
-    requests = to_requests(rows[: args.limit], tokenizer, args.max_tokens, engine_cfg.max_model_len, dataset)
-    warmup = to_requests(rows[-2:], tokenizer, 8, engine_cfg.max_model_len, dataset)
-    records: list[BenchRecord] = []
-    reference = None
-    for method in methods:
-        spec = SpecConfig(method=method, k_max=args.k)
-        print(f"== {method}: starting a fresh engine", flush=True)
-        recs, outputs = run_method(spec, engine_cfg, requests, warmup, batch_sizes, dataset, reference)
-        if method == "none":
-            reference = outputs
-        records.extend(recs)
-        print(render_table(records), flush=True)
-    print(f"\n{dataset}: {len(requests)} prompts, max_tokens={args.max_tokens}, K<={args.k}, greedy")
-    print(render_table(records))
+    return to_requests(rows, tokenizer, args.max_tokens, engine_cfg.max_model_len, dataset), tokenizer
+
+
+def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
+    from specdec.bench.reference import greedy_reference
+    from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
+    from specdec.models import resolve_model
+
+    requests, tokenizer = tokenized
+    available = builtin_methods()
+    names = _method_names(args.methods, list(available), allowed=set(available) | {"none", "suffix"})
+    if "suffix" in names and "suffix" not in available:
+        print("suffix: left out: arctic-inference's suffix tree is not installed here "
+              "(scripts/build_suffix_tree.sh builds it)")
+    reference = greedy_reference(requests, engine_cfg, resolve_model(args.model), tokenizer.eos_token_id)
+    records = []
+    for k in ks:
+        for name in [n for n in names if n in available]:
+            record, _ = run_replay(available[name], reference, k, dataset)
+            records.append(record)
+            print(f"{dataset} {name} K={k}: {record.tokens_per_forward:.3f} tokens/forward "
+                  f"(started {record.started_from})", flush=True)
+    print()
+    print(render_replay_table(records))
+    return records
+
+
+def _vllm(tokenized, ks, dataset, engine_cfg, args) -> list:
+    from specdec.bench.throughput import render_table, run_method
+
+    requests, _ = tokenized
+    names = _method_names(args.methods, ["none", "ngram", "specdec"], allowed=set(METHODS))
+    if "none" in names:  # the reference runs first
+        names.remove("none")
+        names.insert(0, "none")
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
+    records = []
+    for k in ks:
+        reference = None
+        for method in names:
+            print(f"== {dataset} {method} K={k}: a fresh engine", flush=True)
+            recs, outputs = run_method(SpecConfig(method=method, k_max=k), engine_cfg, measured, warmup,
+                                       batch_sizes, dataset, reference)
+            reference = outputs if method == "none" else reference
+            records += recs
+            print(render_table(records), flush=True)
+    return records
+
+
+def _method_names(arg: str | None, default: list[str], allowed: set[str]) -> list[str]:
+    names = [m.strip() for m in arg.split(",") if m.strip()] if arg else list(default)
+    unknown = [m for m in names if m not in allowed]
+    if unknown:
+        raise ConfigError(f"unknown method(s) {unknown}; choose from {sorted(allowed)}")
+    return names
+
+
+def _outputs(records: list, args: argparse.Namespace) -> None:
+    rows = [dataclasses.asdict(r) for r in records]
     if args.json:
-        Path(args.json).write_text(json.dumps([dataclasses.asdict(r) for r in records], indent=2))
-    return 0
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+        print(f"wrote {args.json}")
+    if args.plots:
+        from specdec.bench.plots import write_plots
 
-
-def _rows(args: argparse.Namespace):
-    if args.input is None:
-        from specdec.prompts import PromptRow
-
-        items = humaneval_rows(limit=args.limit + 2)
-        return [PromptRow(i, r["id"], r["prompt"], None, None) for i, r in enumerate(items)], "humaneval"
-    rows, rejected = validate_rows(read_prompt_table(args.input), args.input)
-    if rejected:
-        first = rejected[0]
-        raise InputError(f"{args.input}: {len(rejected)} invalid row(s), first: row {first.index}: {first.reason}")
-    return rows, Path(args.input).stem
+        for path in write_plots(rows, Path(args.plots)):
+            print(f"wrote {path}")
+    if args.db:
+        # DuckDB lives outside specdec/ (the core never imports it).
+        importlib.import_module("flows.bench_store").store(args.db, rows)
+        print(f"added {len(rows)} rows to {args.db} (table bench_results)")

@@ -1,0 +1,46 @@
+"""Prompt sets for the benchmark: built-in ones or any prompt Parquet file/folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
+from specdec.prompts import InputError, PromptRow, read_prompt_table, validate_rows
+
+BUILTIN = ("humaneval", "sharegpt-mt")
+
+
+def load_rows(name_or_path: str, limit: int | None) -> tuple[list[PromptRow], str]:
+    """(rows, dataset name) for a built-in set or a Parquet file / folder of shards."""
+    if name_or_path == "humaneval":
+        items = humaneval_rows(limit)
+    elif name_or_path == "sharegpt-mt":
+        items = sharegpt_multiturn_rows(limit)
+    else:
+        return _rows_from_files(Path(name_or_path), limit), Path(name_or_path).stem
+    rows = [
+        PromptRow(i, r["id"], r["prompt"], _messages(r), None) for i, r in enumerate(items)
+    ]
+    return rows, name_or_path
+
+
+def _messages(item: dict[str, str]):
+    import json
+
+    return json.loads(item["messages"]) if item.get("messages") else None
+
+
+def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
+    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+    if not files:
+        raise InputError(f"{path}: no .parquet files")
+    rows: list[PromptRow] = []
+    for file in files:
+        valid, rejected = validate_rows(read_prompt_table(file), str(file))
+        if rejected:
+            first = rejected[0]
+            raise InputError(f"{file}: {len(rejected)} invalid row(s), first: row {first.index}: {first.reason}")
+        rows.extend(valid)
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows[:limit] if limit is not None else rows

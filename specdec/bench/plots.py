@@ -1,0 +1,70 @@
+"""PNG plots of benchmark records (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    real = [r for r in records if r["engine"] == "vllm"]
+    replayed = [r for r in records if r["engine"] == "replay"]
+    if real:
+        written.append(_lines(real, "batch_size", "tokens_per_s", "batch size", "tokens/s",
+                              folder / "tokens_per_s_vs_batch.png", log_x=True))
+    if replayed:
+        written.append(_lines(replayed, "k_max", "tokens_per_forward", "K (most draft tokens)",
+                              "tokens per target forward", folder / "tokens_per_forward_vs_k.png"))
+        written.append(_acceptance_by_position(replayed, folder / "acceptance_by_position.png"))
+    return written
+
+
+def _lines(records, x_key, y_key, x_label, y_label, path: Path, log_x: bool = False) -> Path:
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in records:
+        series[f"{r['dataset']} {r['method']}"].append((r[x_key], r[y_key]))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, points in sorted(series.items()):
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    if log_x:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _acceptance_by_position(records, path: Path) -> Path:
+    """Accepted drafts by position for the largest K of each dataset and method."""
+    import matplotlib.pyplot as plt
+
+    largest: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        key = (r["dataset"], r["method"])
+        if r.get("accepted_per_pos") and (key not in largest or r["k_max"] > largest[key]["k_max"]):
+            largest[key] = r
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (dataset, method), r in sorted(largest.items()):
+        counts = r["accepted_per_pos"]
+        ax.plot(range(1, len(counts) + 1), counts, marker="o", label=f"{dataset} {method} (K={r['k_max']})")
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("accepted tokens")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

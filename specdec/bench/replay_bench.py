@@ -1,0 +1,137 @@
+"""Replay benchmark: greedy outputs generated once, then every proposer replayed on them.
+
+Each method starts from a fresh controller (a cold cross-request cache) for every K; requests
+are replayed one after another in input order, so the cache only ever holds requests that
+finished before the one being scored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from specdec.config import PolicyConfig, SpecConfig
+from specdec.drafting.base import Proposer
+from specdec.engines.replay import ReplayRequest, ReplayResult, replay
+from specdec.stats import ShardStats
+
+
+class NullProposer:
+    """Never drafts: decoding without speculation."""
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        return tokens[:0]
+
+    def forget(self, req_id: str) -> None:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayMethod:
+    """A named way to draft: a SpecConfig plus, for baselines, the proposer to use."""
+
+    name: str
+    make_config: Callable[[int], SpecConfig]
+    make_proposer: Callable[[], Proposer] | None = None
+    started_from: str = "cold: no cross-request state"
+
+
+def builtin_methods() -> dict[str, ReplayMethod]:
+    from specdec.engines.baselines import VllmNgramProposer
+
+    fixed = PolicyConfig(adaptive=False)
+    methods = {
+        "none": ReplayMethod("none", lambda k: SpecConfig(method="none", k_max=k, policy=fixed), NullProposer),
+        "ngram": ReplayMethod(
+            "ngram", lambda k: SpecConfig(method="ngram", k_max=k, policy=fixed), lambda: VllmNgramProposer(5, 5)
+        ),
+        "ngram[2..5]": ReplayMethod(
+            "ngram[2..5]", lambda k: SpecConfig(method="ngram", k_max=k, policy=fixed), lambda: VllmNgramProposer(2, 5)
+        ),
+        "specdec": ReplayMethod(
+            "specdec", lambda k: SpecConfig(method="specdec", k_max=k, policy=PolicyConfig(k_init=min(4, k)))
+        ),
+    }
+    suffix = _suffix_method()
+    if suffix is not None:
+        methods["suffix"] = suffix
+    return methods
+
+
+def _suffix_method() -> ReplayMethod | None:
+    try:
+        from specdec.drafting.suffix_baseline import ArcticSuffixProposer  # needs arctic-inference
+    except ImportError:
+        return None
+    return ReplayMethod(
+        "suffix", lambda k: SpecConfig(method="suffix", k_max=k, policy=PolicyConfig(adaptive=False)), ArcticSuffixProposer
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayRecord:
+    method: str
+    engine: str
+    dataset: str
+    batch_size: int
+    k_max: int
+    num_requests: int
+    tokens_per_forward: float
+    acceptance_rate: float
+    tokens_per_s: float | None
+    outputs_identical_to_none: bool
+    started_from: str
+    accepted_per_pos: list[int]
+
+
+def run_replay(
+    method: ReplayMethod, requests: Sequence[ReplayRequest], k: int, dataset: str
+) -> tuple[ReplayRecord, list[ReplayResult]]:
+    proposer = method.make_proposer() if method.make_proposer else None
+    results = replay(requests, method.make_config(k), proposer)
+    total = ShardStats.aggregate(r.stats for r in results)
+    identical = all(
+        r.output_token_ids == _expected(req) for r, req in zip(results, requests, strict=True)
+    )
+    record = ReplayRecord(
+        method=method.name,
+        engine="replay",
+        dataset=dataset,
+        batch_size=1,
+        k_max=k,
+        num_requests=len(requests),
+        tokens_per_forward=total.mean_accepted_length,
+        acceptance_rate=total.acceptance_rate,
+        tokens_per_s=None,
+        outputs_identical_to_none=identical,
+        started_from=method.started_from,
+        accepted_per_pos=total.accepted_per_pos,
+    )
+    return record, results
+
+
+def _expected(req: ReplayRequest) -> list[int]:
+    out = [int(t) for t in req.greedy_tokens[: req.max_tokens]]
+    for i, tok in enumerate(out):
+        if tok in req.stop_token_ids:
+            return out[: i + 1]
+    return out
+
+
+def render_replay_table(records: Sequence[ReplayRecord]) -> str:
+    best_ngram = {}
+    for r in records:
+        if r.method == "ngram":  # vLLM ngram, its default settings
+            best_ngram[(r.dataset, r.k_max)] = r.tokens_per_forward
+    header = f"{'dataset':<12}{'method':<13}{'K':>3}{'tok/fwd':>9}{'x ngram':>9}{'accept':>8}  identical"
+    lines = [header, "-" * len(header)]
+    for r in records:
+        base = best_ngram.get((r.dataset, r.k_max))
+        ratio = f"{r.tokens_per_forward / base:>9.2f}" if base else f"{'-':>9}"
+        lines.append(
+            f"{r.dataset:<12}{r.method:<13}{r.k_max:>3}{r.tokens_per_forward:>9.3f}{ratio}"
+            f"{r.acceptance_rate:>8.3f}  {'yes' if r.outputs_identical_to_none else 'NO'}"
+        )
+    return "\n".join(lines)
