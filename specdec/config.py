@@ -58,7 +58,7 @@ class SpecConfig:
     # specdec only: the cross-request draft cache (see specdec.drafting.hybrid)
     cache: bool = True
     cache_max_nodes: int = 2_000_000
-    cache_min_prob: float = 0.2
+    cache_min_prob: float = 0.1
     lookup_max: int = 16  # longest own-text match considered by specdec
 
     def __post_init__(self) -> None:

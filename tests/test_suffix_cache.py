@@ -13,7 +13,7 @@ seqs_st = st.lists(st.lists(st.integers(0, 4), min_size=0, max_size=25), min_siz
 
 def naive_speculate(sequences, context, k, max_depth):
     """By brute force: the longest suffix of `context` (shorter than max_depth) occurring in
-    any sequence, how often it occurs, and the tokens that follow its occurrences."""
+    some sequence with a token after it, how often it occurs, and the tokens that follow."""
     tail = list(context[-(max_depth - 1):])
     for start in range(len(tail)):
         pattern = tail[start:]
@@ -21,8 +21,8 @@ def naive_speculate(sequences, context, k, max_depth):
         occurrences = [
             (seq, i) for seq in sequences for i in range(len(seq) - n + 1) if seq[i : i + n] == pattern
         ]
-        if occurrences:
-            nexts = [seq[i + n] for seq, i in occurrences if i + n < len(seq)]
+        nexts = [seq[i + n] for seq, i in occurrences if i + n < len(seq)]
+        if nexts:
             return n, len(occurrences), nexts
     return 0, 0, []
 
@@ -35,8 +35,8 @@ def test_matches_agree_with_a_naive_scan(seqs, context, depth):
         cache.insert(str(i), np.array(seq, dtype=np.int64))
     draft = cache.speculate(np.array(context, dtype=np.int64), k=3)
     match_len, num_occ, nexts = naive_speculate(seqs, context, 3, depth)
-    assert draft.match_len == (match_len if num_occ else 0)
-    if nexts and match_len:
+    assert draft.match_len == match_len
+    if nexts:
         best = max(set(nexts), key=nexts.count)
         assert nexts.count(int(draft.tokens[0])) == nexts.count(best)
         assert np.isclose(draft.probs[0], nexts.count(best) / num_occ)
@@ -59,6 +59,15 @@ def test_invariants_hold_under_random_inserts_and_evictions(ops, budget):
             cache.remove(str(key))
         cache.check_invariants()
     assert cache.num_nodes <= budget or len(cache) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(seq=st.lists(st.integers(0, 3), max_size=30), cut=st.integers(0, 30), depth=st.integers(2, 6))
+def test_extending_a_sequence_counts_like_inserting_it_whole(seq, cut, depth):
+    grown = SuffixTrieCache(max_depth=depth)
+    grown.insert("a", np.array(seq[:cut], dtype=np.int64))
+    grown.extend("a", np.array(seq[cut:], dtype=np.int64))
+    grown.check_invariants()  # includes: equal to a rebuild from the whole sequence
 
 
 def test_persistence_round_trip(tmp_path):

@@ -53,6 +53,11 @@ def builtin_methods() -> dict[str, ReplayMethod]:
         "specdec": ReplayMethod(
             "specdec", lambda k: SpecConfig(method="specdec", k_max=k, policy=PolicyConfig(k_init=min(4, k)))
         ),
+        # The same drafter with K fixed at the bound: what the drafts are worth when verifying
+        # extra tokens costs nothing (batch 1 on most hardware).
+        "specdec[fixed-K]": ReplayMethod(
+            "specdec[fixed-K]", lambda k: SpecConfig(method="specdec", k_max=k, policy=fixed)
+        ),
     }
     suffix = _suffix_method()
     if suffix is not None:
@@ -125,13 +130,13 @@ def render_replay_table(records: Sequence[ReplayRecord]) -> str:
     for r in records:
         if r.method == "ngram":  # vLLM ngram, its default settings
             best_ngram[(r.dataset, r.k_max)] = r.tokens_per_forward
-    header = f"{'dataset':<12}{'method':<13}{'K':>3}{'tok/fwd':>9}{'x ngram':>9}{'accept':>8}  identical"
+    header = f"{'dataset':<12}{'method':<17}{'K':>3}{'tok/fwd':>9}{'x ngram':>9}{'accept':>8}  identical"
     lines = [header, "-" * len(header)]
     for r in records:
         base = best_ngram.get((r.dataset, r.k_max))
         ratio = f"{r.tokens_per_forward / base:>9.2f}" if base else f"{'-':>9}"
         lines.append(
-            f"{r.dataset:<12}{r.method:<13}{r.k_max:>3}{r.tokens_per_forward:>9.3f}{ratio}"
+            f"{r.dataset:<12}{r.method:<17}{r.k_max:>3}{r.tokens_per_forward:>9.3f}{ratio}"
             f"{r.acceptance_rate:>8.3f}  {'yes' if r.outputs_identical_to_none else 'NO'}"
         )
     return "\n".join(lines)

@@ -24,8 +24,8 @@ class HybridProposer:
         cache: SuffixTrieCache,
         n_min: int = 2,
         n_max: int = 16,
-        min_prob: float = 0.2,
-        min_cache_match: int = 2,
+        min_prob: float = 0.1,
+        min_cache_match: int = 1,
     ) -> None:
         self.cache = cache
         self.n_min = n_min
@@ -39,6 +39,17 @@ class HybridProposer:
         self._sequences[req_id] = np.array(tokens, dtype=np.int64)
         if k <= 0:
             return _EMPTY
+        draft = self._best_candidate(tokens, k)
+        # A draft cut short (the match sat near the end of its source) is continued by
+        # drafting again from the context extended with it.
+        while 0 < draft.size < k:
+            more = self._best_candidate(np.concatenate([tokens, draft]), k - draft.size)
+            if more.size == 0:
+                break
+            draft = np.concatenate([draft, more])
+        return draft
+
+    def _best_candidate(self, tokens: np.ndarray, k: int) -> np.ndarray:
         end, own_len = ngram_match(tokens, self.n_min, self.n_max)
         cached = self.cache.speculate(tokens, k, self.min_prob) if len(self.cache) else None
         cache_len = cached.match_len if cached is not None and cached.tokens.size else 0

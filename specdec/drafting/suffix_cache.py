@@ -72,6 +72,34 @@ class SuffixTrieCache:
         while self.num_nodes > self.max_nodes and len(self._sequences) > 1:
             self.remove(next(iter(self._sequences)))
 
+    def extend(self, seq_id: str, new_tokens: np.ndarray) -> None:
+        """Append tokens to a cached sequence (a running request), counting the new
+        substrings; starts the sequence if it is not cached yet."""
+        if seq_id not in self._sequences:
+            self.insert(seq_id, new_tokens)
+            return
+        old = self._sequences[seq_id]
+        seq = np.concatenate([old, np.asarray(new_tokens, dtype=np.int64)])
+        values = seq.tolist()
+        for pos in range(len(old), len(values)):
+            tok = values[pos]
+            for start in range(max(0, pos - self.max_depth + 1), pos + 1):
+                node = self.root
+                for prev in values[start:pos]:
+                    node = node.children[prev]
+                child = node.children.get(tok)
+                if child is None:
+                    child = node.children[tok] = _Node()
+                    self.num_nodes += 1
+                child.count += 1
+        self._sequences[seq_id] = seq
+        self._sequences.move_to_end(seq_id)
+        while self.num_nodes > self.max_nodes and len(self._sequences) > 1:
+            oldest = next(iter(self._sequences))
+            if oldest == seq_id:
+                break
+            self.remove(oldest)
+
     def remove(self, seq_id: str) -> None:
         values = self._sequences.pop(seq_id).tolist()
         for start in range(len(values)):
@@ -118,7 +146,8 @@ class SuffixTrieCache:
                 if node is None:
                     break
             else:
-                return node, len(tail) - start
+                if node.children:  # seen before with something after it
+                    return node, len(tail) - start
         return None, 0
 
     def check_invariants(self) -> None:

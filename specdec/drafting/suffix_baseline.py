@@ -1,0 +1,89 @@
+"""vLLM's built-in `suffix` method as a `Proposer`, so the replay simulator can score suffix
+decoding without the engine.
+
+It drives arctic-inference's `SuffixDecodingCache` (built by scripts/build_suffix_tree.sh)
+the way `vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults:
+
+- the first time a request is seen (the step after its prefill, when it has exactly one
+  output token) its prompt starts a per-request tree (`start_request`; a response still
+  cached under the same id is evicted first), then its new output tokens are appended
+  (`add_active_response`), which also appends them to the global tree of responses;
+- it drafts from the last `max_tree_depth` tokens of prompt + output with
+  `max_spec_tokens=min(k, max_model_len - num_tokens - 1)`, `max_spec_factor`,
+  `min_token_prob`; the better-scoring of the request's own tree and the global tree wins,
+  and the draft may be shorter than k or empty;
+- a finished request's per-request tree is dropped (`stop_request`) but its response stays
+  in the global tree for later requests (FIFO eviction past `max_cached_requests`): the
+  cache persists across requests for the lifetime of this object, as it does in a vLLM
+  engine. Use one instance per simulated engine run.
+
+Output tokens vLLM verified past the stop point (the last step's accepted overshoot) are
+part of the response in vLLM too; the replay passes them the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# vLLM's SpeculativeConfig defaults (suffix_decoding_*); tests check they still match.
+VLLM_MAX_TREE_DEPTH = 24
+VLLM_MAX_CACHED_REQUESTS = 10000
+VLLM_MAX_SPEC_FACTOR = 1.0
+VLLM_MIN_TOKEN_PROB = 0.1
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class ArcticSuffixProposer:
+    """Suffix decoding (arctic-inference's cache) with vLLM's `suffix` method's behaviour."""
+
+    def __init__(
+        self,
+        max_tree_depth: int = VLLM_MAX_TREE_DEPTH,
+        max_cached_requests: int = VLLM_MAX_CACHED_REQUESTS,
+        max_spec_factor: float = VLLM_MAX_SPEC_FACTOR,
+        min_token_prob: float = VLLM_MIN_TOKEN_PROB,
+        max_model_len: int = 1 << 30,
+    ) -> None:
+        from arctic_inference.suffix_decoding import SuffixDecodingCache
+
+        self.max_tree_depth = max_tree_depth
+        self.max_spec_factor = max_spec_factor
+        self.min_token_prob = min_token_prob
+        self.max_model_len = max_model_len
+        self.cache = SuffixDecodingCache(max_tree_depth=max_tree_depth, max_cached_requests=max_cached_requests)
+        self._num_seen: dict[str, int] = {}  # tokens of each active request already in the cache
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        num_tokens = int(tokens.shape[0])
+        if num_tokens >= self.max_model_len:
+            return _EMPTY
+        seq = np.ascontiguousarray(tokens, dtype=np.int32)
+        if req_id not in self.cache.active_requests:
+            if num_tokens < 2:
+                raise ValueError(f"request {req_id}: first proposal needs prompt + one output token")
+            if req_id in self.cache.cached_requests:
+                self.cache.evict_cached_response(req_id)
+            self.cache.start_request(req_id, seq[: num_tokens - 1])
+            self._num_seen[req_id] = num_tokens - 1
+        new = seq[self._num_seen[req_id] :]
+        if new.shape[0]:
+            self.cache.add_active_response(req_id, new.tolist())
+            self._num_seen[req_id] = num_tokens
+        max_spec = min(k, self.max_model_len - num_tokens - 1)
+        if max_spec <= 0:
+            return _EMPTY
+        draft = self.cache.speculate(
+            req_id,
+            seq[max(0, num_tokens - self.max_tree_depth) :],
+            max_spec_tokens=max_spec,
+            max_spec_factor=self.max_spec_factor,
+            min_token_prob=self.min_token_prob,
+        )
+        return np.asarray(draft.token_ids, dtype=np.int64)
+
+    def forget(self, req_id: str) -> None:
+        """The request finished: drop its prompt tree; its response stays cached."""
+        if req_id in self.cache.active_requests:
+            self.cache.stop_request(req_id)
+        self._num_seen.pop(req_id, None)

