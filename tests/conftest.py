@@ -8,9 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Each engine holds several GiB (weights, KV cache, buffers): keep at most this many alive,
+# closing the least recently used, so the suite fits a 24 GiB machine with subprocess
+# engines (CLI, Prefect workers) running beside them.
+MAX_LIVE_ENGINES = 3
 _ENGINES: dict[tuple, object] = {}
 
 
@@ -29,9 +33,13 @@ def engine_factory(default_model_dir) -> Iterator:
 
     def get(method: str, k_max: int = 4, **spec_overrides):
         key = (method, k_max, tuple(sorted(spec_overrides.items())))
-        if key not in _ENGINES:
-            spec = SpecConfig(method=method, k_max=k_max, **spec_overrides)
-            _ENGINES[key] = VllmEngine(EngineConfig(max_num_seqs=16, kv_cache_gib=1.0), spec)
+        if key in _ENGINES:
+            _ENGINES[key] = _ENGINES.pop(key)  # most recently used goes last
+            return _ENGINES[key]
+        while len(_ENGINES) >= MAX_LIVE_ENGINES:
+            _ENGINES.pop(next(iter(_ENGINES))).close()
+        spec = SpecConfig(method=method, k_max=k_max, **spec_overrides)
+        _ENGINES[key] = VllmEngine(EngineConfig(max_num_seqs=16, kv_cache_gib=1.0), spec)
         return _ENGINES[key]
 
     yield get
