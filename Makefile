@@ -1,7 +1,6 @@
 # Set-up, tests and the demo. Everything installs into .venv (see scripts/install.sh).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-export VLLM_CPU_KVCACHE_SPACE ?= 2
 export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: setup test test-fast demo clean

