@@ -182,28 +182,26 @@ def test_matches_vllm_suffix_proposer_step_for_step():
 # --- replay with this proposer == the real engine's `--method suffix` -----------------------
 
 MAX_TOKENS = 64
+# A K of its own, so this test gets a suffix engine no other test has used: its global
+# response tree starts empty, as the replay's does (the K=4 engine may have cached others').
+COLD_K = 5
 
 
-@pytest.fixture(scope="module")
-def cold_suffix_engine():
-    """A suffix engine of our own: its global response tree starts empty, as the replay's
-    does (the shared session engine may already have cached other tests' responses)."""
-    from specdec.config import EngineConfig
-    from specdec.engines.vllm_engine import VllmEngine
-
-    engine = VllmEngine(EngineConfig(max_num_seqs=16, kv_cache_gib=1.0), SpecConfig(method="suffix", k_max=K))
-    yield engine
-    engine.close()
+def _num_generated_tokens(engine) -> int:
+    return sum(int(m.value) for m in engine.llm.get_metrics() if m.name == "vllm:generation_tokens")
 
 
 @pytest.mark.slow
-def test_replay_accepts_exactly_what_the_suffix_engine_accepted(cold_suffix_engine, engine_factory, humaneval_rows):
+def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, humaneval_rows):
+    engine = engine_factory("suffix", k_max=COLD_K)
+    assert _num_generated_tokens(engine) == 0, "needs a suffix engine that has not generated yet"
     tok = engine_factory("none").tokenizer
     subset = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows[:6]]
     # One request at a time, so responses enter the global tree in the replay's order.
-    results = cold_suffix_engine.generate(subset, SamplingOptions(temperature=0.0), batch_size=1)
+    results = engine.generate(subset, SamplingOptions(temperature=0.0), batch_size=1)
+    assert _num_generated_tokens(engine) > 0  # the coldness check above reads a real counter
     # Reference with look-ahead: vLLM verifies (and caches) tokens past the stop point.
-    lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + K + 1) for r in subset]
+    lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + COLD_K + 1) for r in subset]
     reference = engine_factory("none").generate(lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
     eos = frozenset({tok.eos_token_id})
     replayed = replay(
@@ -211,8 +209,8 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(cold_suffix_engi
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
             for r, ref in zip(subset, reference, strict=True)
         ],
-        SpecConfig(method="suffix", k_max=K, policy=PolicyConfig(adaptive=False)),
-        ArcticSuffixProposer(max_model_len=cold_suffix_engine.engine_config.max_model_len),
+        SpecConfig(method="suffix", k_max=COLD_K, policy=PolicyConfig(adaptive=False)),
+        ArcticSuffixProposer(max_model_len=engine.engine_config.max_model_len),
     )
     assert sum(r.stats.num_accepted_tokens for r in results) > 0
     for real, sim in zip(results, replayed, strict=True):
