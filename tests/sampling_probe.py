@@ -1,0 +1,86 @@
+"""Sampling probe shared by tests/test_sampling_fix.py and its subprocess run.
+
+Many identical prompts with different seeds, a few tokens each: the raw material for a
+distribution test (speculation on vs off) and a seed-reproducibility check. Run as a script
+it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX reach every vLLM
+process from the start) and writes the probe as JSON:
+
+    python tests/sampling_probe.py --method specdec --seed 2000 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from typing import Any
+
+# A repetitive snippet: the n-gram proposer drafts "\n    return x * 2" and the model
+# follows it about half the time (the rest: "x * 4", "x + 1", ...), so the rejection
+# sampler picks most tokens and their distribution has some spread to test.
+PROMPT = "def f(x):\n    return x * 2\n\ndef g(x):\n    return x * 3\n\n" * 3 + "def f(x):"
+NUM_SAMPLES = 240
+NUM_REPEAT = 8  # requests generated twice more, same seeds, to check they repeat
+MAX_TOKENS = 4
+# Temperature only: with top-k on, the unfixed engine crashes on its garbage top_k before
+# there is a distribution to compare (top-k/top-p are checked in test_sampling_fix.py).
+SAMPLING = {"temperature": 1.0}
+
+
+def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool = False) -> list:
+    """Generate from a cold drafting state; request i gets seed + i.
+
+    The drafts decide how many random numbers the rejection sampler draws, so a seeded run
+    repeats only if the drafts do: specdec's cross-request cache must start equal and learn
+    from the requests in the same order. In one batched call that order depends on when
+    requests reach vLLM's engine process (timing); `sequential` runs them one at a time.
+    """
+    engine.reset_proposer()
+    if not sequential:
+        return engine.generate(requests, sampling)
+    # One call per request, seeds set here: generate(batch_size=1) gives every call seed + 0.
+    return [
+        engine.generate([r], dataclasses.replace(sampling, seed=sampling.seed + i))[0]
+        for i, r in enumerate(requests)
+    ]
+
+
+def run_probe(engine: Any, seed: int, num_samples: int = NUM_SAMPLES) -> dict:
+    """Generate the probe on a started VllmEngine (request i gets seed + i); JSON-able."""
+    from specdec.types import GenerationRequest, SamplingOptions
+
+    prompt_ids = tuple(engine.tokenizer.encode(PROMPT))
+    requests = [GenerationRequest(f"p{i}", prompt_ids, MAX_TOKENS) for i in range(num_samples)]
+    sampling = SamplingOptions(seed=seed, ignore_eos=True, **SAMPLING)
+    results = cold_generate(engine, requests, sampling)
+    first = cold_generate(engine, requests[:NUM_REPEAT], sampling, sequential=True)
+    again = cold_generate(engine, requests[:NUM_REPEAT], sampling, sequential=True)
+    return {
+        "samples": [r.output_token_ids for r in results],
+        "first": [r.output_token_ids for r in first],
+        "again": [r.output_token_ids for r in again],
+        "num_draft_tokens": sum(r.stats.num_draft_tokens for r in results),
+        "num_accepted_tokens": sum(r.stats.num_accepted_tokens for r in results),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--method", default="specdec")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    from specdec.config import EngineConfig, SpecConfig
+    from specdec.engines.vllm_engine import VllmEngine
+
+    # Same engine settings as tests/conftest.py's engine_factory.
+    config = EngineConfig(max_num_seqs=16, kv_cache_gib=1.0)
+    engine = VllmEngine(config, SpecConfig(method=args.method))
+    with open(args.out, "w") as f:
+        json.dump(run_probe(engine, args.seed), f)
+
+
+if __name__ == "__main__":
+    main()
