@@ -5,7 +5,7 @@ distribution test (speculation on vs off) and a seed-reproducibility check. Run 
 it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX reach every vLLM
 process from the start) and writes the probe as JSON:
 
-    python tests/sampling_probe.py --method specdec --seed 2000 --out probe.json
+    python tests/sampling_probe.py --method specdec --seed 5000 --out probe.json
 """
 
 from __future__ import annotations
@@ -17,9 +17,17 @@ import os
 from typing import Any
 
 # A repetitive snippet: the n-gram proposer drafts "\n    return x * 2" and the model
-# follows it about half the time (the rest: "x * 4", "x + 1", ...), so the rejection
-# sampler picks most tokens and their distribution has some spread to test.
-PROMPT = "def f(x):\n    return x * 2\n\ndef g(x):\n    return x * 3\n\n" * 3 + "def f(x):"
+# follows it only part of the time ("return f(x)", "return (x", ...), so the rejection
+# sampler picks most tokens and their distribution has some spread to test. The comment
+# header takes the prompt past one KV block (128 tokens on CPU), so all requests after the
+# first reuse its prefill from vLLM's prefix cache.
+PROMPT = (
+    "# Small arithmetic helpers used by the report generator.\n"
+    "# Each helper takes one number and returns a scaled copy of it; keep them short,\n"
+    "# pure and free of side effects so that they are easy to test and to reuse.\n\n"
+    + "def f(x):\n    return x * 2\n\ndef g(x):\n    return x * 3\n\n" * 3
+    + "def f(x):"
+)
 NUM_SAMPLES = 240
 NUM_REPEAT = 8  # requests generated twice more, same seeds, to check they repeat
 MAX_TOKENS = 4
