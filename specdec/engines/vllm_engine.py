@@ -128,11 +128,15 @@ class VllmEngine:
         step = batch_size or len(requests) or 1
         for start in range(0, len(requests), step):
             chunk = requests[start : start + step]
-            results.extend(self._generate_chunk(chunk, sampling, show_progress))
+            results.extend(self._generate_chunk(chunk, sampling, show_progress, first_index=start))
         return results
 
     def _generate_chunk(
-        self, requests: Sequence[GenerationRequest], sampling: SamplingOptions, show_progress: bool
+        self,
+        requests: Sequence[GenerationRequest],
+        sampling: SamplingOptions,
+        show_progress: bool,
+        first_index: int = 0,
     ) -> list[GenerationResult]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -144,7 +148,8 @@ class VllmEngine:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=sampling.top_k if sampling.top_k > 0 else -1,
-                seed=None if sampling.seed is None else sampling.seed + i,
+                # request i of the whole call gets seed + i, however it is chunked
+                seed=None if sampling.seed is None else sampling.seed + first_index + i,
                 ignore_eos=sampling.ignore_eos,
             )
             for i, r in enumerate(requests)
