@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from specdec.config import ConfigError, EngineConfig, PolicyConfig, SpecConfig, config_hash
+from specdec.config import ConfigError, EngineConfig, SpecConfig, config_hash
 from specdec.types import SamplingOptions
 from tasks.storage import S3Options, is_s3
 
@@ -86,7 +86,6 @@ class FlowParams(BaseModel):
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min,
             ngram_max=self.ngram_max, draft_model=self.draft_model,
-            policy=PolicyConfig(k_init=min(PolicyConfig.k_init, self.k_max)),
         )
 
     def engine_config(self) -> EngineConfig:

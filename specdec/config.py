@@ -25,7 +25,7 @@ class PolicyConfig:
     """Per-request adaptive K (see specdec.policy)."""
 
     adaptive: bool = True  # False: always draft k_max (how vLLM's built-in methods behave)
-    k_init: int = 4
+    k_init: int | None = None  # None: min(4, k_max)
     window: int = 4
     raise_above: float = 0.8
     lower_below: float = 0.5
@@ -33,7 +33,7 @@ class PolicyConfig:
     reprobe_after: int = 8
 
     def validate(self, k_max: int) -> None:
-        if self.adaptive and not 1 <= self.k_init <= k_max:
+        if self.adaptive and self.k_init is not None and not 1 <= self.k_init <= k_max:
             raise ConfigError(f"k_init={self.k_init} must be within [1, k_max={k_max}]")
         if self.window < 1:
             raise ConfigError(f"window={self.window} must be >= 1")

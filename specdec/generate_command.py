@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from specdec.config import EngineConfig, PolicyConfig, SpecConfig, config_hash
+from specdec.config import EngineConfig, SpecConfig, config_hash
 from specdec.prompts import InputError, read_prompt_table, to_requests, validate_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
@@ -24,7 +24,6 @@ def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, SpecConfi
         ngram_min=args.ngram_min,
         ngram_max=args.ngram_max,
         draft_model=args.draft_model,
-        policy=PolicyConfig(k_init=min(PolicyConfig.k_init, args.k_max)),
     )
     engine = EngineConfig(
         model=args.model,

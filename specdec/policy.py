@@ -12,6 +12,8 @@ import dataclasses
 
 from specdec.config import PolicyConfig
 
+DEFAULT_K_INIT = 4
+
 
 @dataclasses.dataclass
 class KState:
@@ -34,7 +36,9 @@ class AdaptiveK:
         self.k_max = k_max
 
     def new_state(self) -> KState:
-        return KState(k=self.config.k_init if self.config.adaptive else self.k_max)
+        if not self.config.adaptive:
+            return KState(k=self.k_max)
+        return KState(k=self.config.k_init or min(DEFAULT_K_INIT, self.k_max))
 
     def next_k(self, state: KState) -> int:
         """K to draft this step; 0 while the request is paused. Counts down the pause."""

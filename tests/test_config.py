@@ -50,3 +50,11 @@ def test_draft_method_needs_a_real_model_folder(tmp_path):
 
     with pytest.raises(ModelError, match="no config.json"):
         speculative_config(SpecConfig(method="draft", draft_model=str(tmp_path)))
+
+
+def test_default_k_init_fits_any_k_max():
+    from specdec.policy import AdaptiveK
+
+    for k_max in (1, 2, 3, 8):
+        cfg = SpecConfig(method="specdec", k_max=k_max)  # no explicit k_init: must not fail
+        assert AdaptiveK(cfg.policy, k_max).new_state().k == min(4, k_max)

@@ -37,14 +37,7 @@ def _lines(records, x_key, y_key, x_label, y_label, path: Path, log_x: bool = Fa
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
     if log_x:
         ax.set_xscale("log", base=2)
-    ax.set_xlabel(x_label)
-    ax.set_ylabel(y_label)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, x_label, y_label, path)
 
 
 def _acceptance_by_position(records, path: Path) -> Path:
@@ -60,8 +53,14 @@ def _acceptance_by_position(records, path: Path) -> Path:
     for (dataset, method), r in sorted(largest.items()):
         counts = r["accepted_per_pos"]
         ax.plot(range(1, len(counts) + 1), counts, marker="o", label=f"{dataset} {method} (K={r['k_max']})")
-    ax.set_xlabel("draft position")
-    ax.set_ylabel("accepted tokens")
+    return _save(fig, ax, "draft position", "accepted tokens", path)
+
+
+def _save(fig, ax, x_label: str, y_label: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from specdec.bench.records import BenchRecord
 from specdec.config import PolicyConfig, SpecConfig
 from specdec.drafting.base import Proposer
 from specdec.engines.replay import ReplayRequest, ReplayResult, replay
@@ -51,7 +52,7 @@ def builtin_methods() -> dict[str, ReplayMethod]:
             "ngram[2..5]", lambda k: SpecConfig(method="ngram", k_max=k, policy=fixed), lambda: VllmNgramProposer(2, 5)
         ),
         "specdec": ReplayMethod(
-            "specdec", lambda k: SpecConfig(method="specdec", k_max=k, policy=PolicyConfig(k_init=min(4, k)))
+            "specdec", lambda k: SpecConfig(method="specdec", k_max=k)
         ),
         # The same drafter with K fixed at the bound: what the drafts are worth when verifying
         # extra tokens costs nothing (batch 1 on most hardware).
@@ -75,44 +76,25 @@ def _suffix_method() -> ReplayMethod | None:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class ReplayRecord:
-    method: str
-    engine: str
-    dataset: str
-    batch_size: int
-    k_max: int
-    num_requests: int
-    tokens_per_forward: float
-    acceptance_rate: float
-    tokens_per_s: float | None
-    outputs_identical_to_none: bool
-    started_from: str
-    accepted_per_pos: list[int]
-
-
 def run_replay(
     method: ReplayMethod, requests: Sequence[ReplayRequest], k: int, dataset: str
-) -> tuple[ReplayRecord, list[ReplayResult]]:
+) -> tuple[BenchRecord, list[ReplayResult]]:
     proposer = method.make_proposer() if method.make_proposer else None
     results = replay(requests, method.make_config(k), proposer)
     total = ShardStats.aggregate(r.stats for r in results)
     identical = all(
         r.output_token_ids == _expected(req) for r, req in zip(results, requests, strict=True)
     )
-    record = ReplayRecord(
+    record = BenchRecord.from_stats(
+        total,
         method=method.name,
         engine="replay",
         dataset=dataset,
         batch_size=1,
         k_max=k,
         num_requests=len(requests),
-        tokens_per_forward=total.mean_accepted_length,
-        acceptance_rate=total.acceptance_rate,
-        tokens_per_s=None,
         outputs_identical_to_none=identical,
         started_from=method.started_from,
-        accepted_per_pos=total.accepted_per_pos,
     )
     return record, results
 
@@ -125,7 +107,7 @@ def _expected(req: ReplayRequest) -> list[int]:
     return out
 
 
-def render_replay_table(records: Sequence[ReplayRecord]) -> str:
+def render_replay_table(records: Sequence[BenchRecord]) -> str:
     best_ngram = {}
     for r in records:
         if r.method == "ngram":  # vLLM ngram, its default settings

@@ -11,28 +11,12 @@ import dataclasses
 import time
 from collections.abc import Sequence
 
+from specdec.bench.records import BenchRecord
 from specdec.config import EngineConfig, SpecConfig
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchRecord:
-    method: str
-    engine: str
-    dataset: str
-    batch_size: int
-    k_max: int
-    num_requests: int
-    num_output_tokens: int
-    seconds: float
-    tokens_per_s: float
-    tokens_per_forward: float
-    acceptance_rate: float
-    outputs_identical_to_none: bool | None
-    started_from: str
 
 
 def run_method(
@@ -76,20 +60,18 @@ def _record(
 ) -> BenchRecord:
     total = ShardStats.aggregate(r.stats for r in results)
     identical = None if reference is None else all(reference[r.id] == r.output_token_ids for r in results)
-    return BenchRecord(
+    return BenchRecord.from_stats(
+        total,
         method=spec.method,
         engine="vllm",
         dataset=dataset,
         batch_size=batch_size,
         k_max=spec.k_max,
         num_requests=num_requests,
-        num_output_tokens=total.num_output_tokens,
-        seconds=seconds,
-        tokens_per_s=total.num_output_tokens / seconds,
-        tokens_per_forward=total.mean_accepted_length,
-        acceptance_rate=total.acceptance_rate,
         outputs_identical_to_none=identical,
         started_from="fresh engine warmed up on other prompts; cold cross-request cache",
+        tokens_per_s=total.num_output_tokens / seconds,
+        seconds=seconds,
     )
 
 
