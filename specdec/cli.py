@@ -45,6 +45,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k-max", type=int, default=4, help="most draft tokens per step")
     parser.add_argument("--ngram-min", type=int, default=2)
     parser.add_argument("--ngram-max", type=int, default=5)
+    parser.add_argument("--no-budget", dest="budget", action="store_false",
+                        help="specdec: draft up to K whatever verification costs (no batch budget)")
+    parser.add_argument("--cache-file", default=None,
+                        help="specdec: load the cross-request draft cache from this file and save it back")
     parser.add_argument("--max-tokens", type=int, default=128, help="default per-request limit")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)

@@ -22,9 +22,14 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class PolicyConfig:
-    """Per-request adaptive K (see specdec.policy)."""
+    """Per-request K before the batch budget (see specdec.policy).
 
-    adaptive: bool = True  # False: always draft k_max (how vLLM's built-in methods behave)
+    `adaptive=False` (default) starts every request at k_max and leaves sizing to the batch
+    budget, which weighs each request's acceptance against the measured cost of verifying;
+    `adaptive=True` is the acceptance-window state machine (raise/lower/pause).
+    """
+
+    adaptive: bool = False
     k_init: int | None = None  # None: min(4, k_max)
     window: int = 4
     raise_above: float = 0.8
@@ -59,7 +64,15 @@ class SpecConfig:
     cache: bool = True
     cache_max_nodes: int = 2_000_000
     cache_min_prob: float = 0.1
-    lookup_max: int = 16  # longest own-text match considered by specdec
+    # specdec's own-text lookup: match lengths considered (one-token matches draft often
+    # and are often wrong; the learned confidence lets the budget price them)
+    lookup_min: int = 1
+    lookup_max: int = 16
+    # specdec on the real engine: cap drafts by a measured step-cost model (specdec.budget)
+    budget: bool = True
+    # specdec: start the cross-request cache from this file when it exists, and write the
+    # cache back to it after every generate call (a nightly run then starts warm)
+    cache_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -74,8 +87,10 @@ class SpecConfig:
             self.policy.validate(self.k_max)
             if not 0.0 <= self.cache_min_prob <= 1.0:
                 raise ConfigError(f"cache_min_prob={self.cache_min_prob} must be within [0, 1]")
-            if self.cache_max_nodes < 1 or self.lookup_max < self.ngram_min:
-                raise ConfigError("need cache_max_nodes >= 1 and lookup_max >= ngram_min")
+            if self.cache_max_nodes < 1:
+                raise ConfigError(f"cache_max_nodes={self.cache_max_nodes} must be >= 1")
+            if not 1 <= self.lookup_min <= self.lookup_max:
+                raise ConfigError(f"need 1 <= lookup_min ({self.lookup_min}) <= lookup_max ({self.lookup_max})")
 
     @property
     def speculative(self) -> bool:

@@ -7,9 +7,12 @@ replay simulator, so both take identical decisions for identical token sequences
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from specdec.budget import AcceptanceEstimate, StepCostModel, allocate_drafts, geometric_gains
 from specdec.config import SpecConfig
 from specdec.drafting.base import Proposer
 from specdec.drafting.hybrid import HybridProposer
@@ -23,25 +26,35 @@ from specdec.stats import RequestTrace
 class _Live:
     state: KState
     trace: RequestTrace
+    acceptance: AcceptanceEstimate = dataclasses.field(default_factory=AcceptanceEstimate)
     pending_draft: int = 0  # tokens drafted last step, awaiting verification
 
 
 def default_proposer(config: SpecConfig) -> Proposer:
     """specdec's proposer: own-text lookup + cross-request cache (or lookup alone)."""
     if not config.cache:
-        return NgramProposer(config.ngram_min, config.lookup_max)
-    cache = SuffixTrieCache(max_nodes=config.cache_max_nodes)
-    return HybridProposer(cache, config.ngram_min, config.lookup_max, config.cache_min_prob)
+        return NgramProposer(config.lookup_min, config.lookup_max)
+    if config.cache_file and Path(config.cache_file).exists():
+        cache = SuffixTrieCache.load(config.cache_file, max_nodes=config.cache_max_nodes)
+    else:
+        cache = SuffixTrieCache(max_nodes=config.cache_max_nodes)
+    return HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
 
 
 class DraftController:
     """Per-request drafting with adaptive K. Not thread-safe; one per engine worker."""
+
+    # Per-request acceptance: counts decay by this per verified draft, and are shrunk
+    # towards the run's overall rate with this many pseudo-drafts.
+    ACCEPTANCE_DECAY = 0.9
+    PRIOR_WEIGHT = 2.0
 
     def __init__(self, config: SpecConfig, proposer: Proposer | None = None) -> None:
         self.config = config
         self.proposer = proposer or default_proposer(config)
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
+        self._overall = AcceptanceEstimate()
 
     def step(self, req_id: str, tokens: np.ndarray, num_accepted: int) -> np.ndarray:
         """One decode step of `req_id`: learn from the last draft, then draft again.
@@ -49,6 +62,45 @@ class DraftController:
         `tokens` is the request's whole sequence so far (prompt + verified output);
         `num_accepted` is how many tokens of the previous draft the target accepted.
         """
+        return self.step_batch([(req_id, tokens, num_accepted)])[0]
+
+    def step_batch(
+        self, rows: Sequence[tuple[str, np.ndarray, int]], cost: StepCostModel | None = None
+    ) -> list[np.ndarray]:
+        """`step` for every row of one batch. With a cost model each row first drafts up to
+        its K, then the batch budget keeps the positions worth verifying (specdec.budget)."""
+        lives = [self._observe(req_id, num_accepted) for req_id, _, num_accepted in rows]
+        ks = [self.policy.next_k(live.state) for live in lives]
+        drafts = [
+            self.proposer.propose(req_id, tokens, k) if k > 0 else tokens[:0]
+            for (req_id, tokens, _), k in zip(rows, ks, strict=True)
+        ]
+        if cost is not None:
+            gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
+            ks = allocate_drafts(gains, cost)
+            drafts = [draft[:k] for draft, k in zip(drafts, ks)]
+        for live, k, draft in zip(lives, ks, drafts, strict=True):
+            assert draft.shape[0] <= k, (draft.shape[0], k)
+            live.trace.record_step(k, int(draft.shape[0]))
+            live.pending_draft = int(draft.shape[0])
+        return drafts
+
+    def acceptance_rate(self, live: _Live) -> float:
+        return live.acceptance.rate(self._overall_rate(), self.PRIOR_WEIGHT)
+
+    def _overall_rate(self) -> float:
+        return self._overall.rate(prior=0.5, prior_weight=1.0)
+
+    def _gains(self, req_id: str, live: _Live, draft: np.ndarray) -> np.ndarray:
+        """Probability that each draft position is accepted: the drafter's per-token
+        confidence where it has one, scaled by how this request fares against the run."""
+        confidence = getattr(self.proposer, "confidence", None)
+        if confidence is None:
+            return geometric_gains(self.acceptance_rate(live), draft.shape[0])
+        per_token = confidence(req_id)[: draft.shape[0]] * (self.acceptance_rate(live) / self._overall_rate())
+        return np.cumprod(np.clip(per_token, 0.0, 0.99))
+
+    def _observe(self, req_id: str, num_accepted: int) -> _Live:
         live = self._live.get(req_id)
         if live is None:
             live = _Live(self.policy.new_state(), RequestTrace.empty(self.config.k_max))
@@ -57,12 +109,12 @@ class DraftController:
             num_accepted = min(num_accepted, live.pending_draft)
             self.policy.observe(live.state, live.pending_draft, num_accepted)
             live.trace.record_verified(live.pending_draft, num_accepted)
-        k = self.policy.next_k(live.state)
-        draft = self.proposer.propose(req_id, tokens, k) if k > 0 else tokens[:0]
-        assert draft.shape[0] <= k, (draft.shape[0], k)
-        live.trace.record_step(k, int(draft.shape[0]))
-        live.pending_draft = int(draft.shape[0])
-        return draft
+            live.acceptance.observe(live.pending_draft, num_accepted, self.ACCEPTANCE_DECAY)
+            self._overall.observe(live.pending_draft, num_accepted, 1.0)
+            feedback = getattr(self.proposer, "feedback", None)
+            if feedback is not None:
+                feedback(req_id, live.pending_draft, num_accepted)
+        return live
 
     def finish(self, req_id: str) -> RequestTrace | None:
         """The request left the batch: return its trace and forget it.
@@ -72,6 +124,14 @@ class DraftController:
         live = self._live.pop(req_id, None)
         self.proposer.forget(req_id)
         return None if live is None else live.trace
+
+    def save_cache(self, path: str) -> int:
+        """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
+        cache = getattr(self.proposer, "cache", None)
+        if not isinstance(cache, SuffixTrieCache):
+            return 0
+        cache.save(path)
+        return len(cache)
 
     def active_ids(self) -> list[str]:
         return list(self._live)

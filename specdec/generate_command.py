@@ -24,6 +24,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, SpecConfi
         ngram_min=args.ngram_min,
         ngram_max=args.ngram_max,
         draft_model=args.draft_model,
+        budget=args.budget,
+        cache_file=args.cache_file,
     )
     engine = EngineConfig(
         model=args.model,

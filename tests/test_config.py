@@ -22,7 +22,7 @@ def test_round_trip_and_stable_hash():
         ({"k_max": 0}, "k_max=0"),
         ({"ngram_min": 4, "ngram_max": 2}, "ngram_min"),
         ({"method": "draft"}, "draft_model"),
-        ({"k_max": 2, "policy": PolicyConfig(k_init=4)}, "k_init=4"),
+        ({"k_max": 2, "policy": PolicyConfig(adaptive=True, k_init=4)}, "k_init=4"),
     ],
 )
 def test_invalid_configs_name_the_field(kwargs, message):
@@ -56,5 +56,6 @@ def test_default_k_init_fits_any_k_max():
     from specdec.policy import AdaptiveK
 
     for k_max in (1, 2, 3, 8):
-        cfg = SpecConfig(method="specdec", k_max=k_max)  # no explicit k_init: must not fail
-        assert AdaptiveK(cfg.policy, k_max).new_state().k == min(4, k_max)
+        cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True))
+        assert AdaptiveK(cfg.policy, k_max).new_state().k == min(4, k_max)  # no k_init: must not fail
+        assert AdaptiveK(SpecConfig(k_max=k_max).policy, k_max).new_state().k == k_max  # budget sizes K

@@ -32,7 +32,7 @@ class RandomProposer:
     use_random=st.booleans(),
 )
 def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, max_tokens, k_max, seed, use_random):
-    cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(k_init=k_max, window=2))
+    cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True, k_init=k_max, window=2))
     proposer = RandomProposer(seed) if use_random else None
     [res] = replay([ReplayRequest("r", prompt, greedy, max_tokens)], cfg, proposer)
     assert res.output_token_ids == greedy[:max_tokens]
@@ -52,7 +52,7 @@ def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, ma
     accepted=st.lists(st.integers(0, 8), min_size=1, max_size=40),
 )
 def test_controller_never_returns_more_than_k(tokens, k_max, accepted):
-    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(k_init=1, window=1)))
+    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True, k_init=1, window=1)))
     seq = np.asarray(tokens, dtype=np.int64)
     last = 0
     for a in accepted:
@@ -76,3 +76,26 @@ def test_stop_token_truncates_output_like_vllm():
     greedy = [1, 2, 3, 1, 2, 3, 0, 1, 2, 3]
     [res] = replay([ReplayRequest("r", [1, 2, 3], greedy, 10, frozenset({0}))], cfg)
     assert res.output_token_ids == [1, 2, 3, 1, 2, 3, 0]
+
+
+def test_persisted_cache_starts_a_later_run_warm(tmp_path):
+    rng = np.random.default_rng(3)
+    answer = rng.integers(100, 200, size=40).tolist()  # every request answers the same text
+
+    def request(i: int) -> ReplayRequest:
+        return ReplayRequest(f"q{i}", rng.integers(0, 50, size=10).tolist(), answer + [0] * 9, 40)
+
+    path = tmp_path / "cache.npz"
+    cfg = SpecConfig(method="specdec", k_max=4, cache_file=str(path))
+    first = DraftController(cfg)
+    replay([request(0), request(1)], cfg, first.proposer)
+    assert first.save_cache(str(path)) == 2 and path.exists()
+    later = request(2)
+    [cold] = replay([later], SpecConfig(method="specdec", k_max=4))
+    [warm] = replay([later], cfg)  # loads the file: the answer is drafted from the first step
+    assert warm.output_token_ids == cold.output_token_ids == answer
+    assert warm.stats.num_steps < cold.stats.num_steps
+    small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_nodes=60)
+    cache = DraftController(small).proposer.cache  # type: ignore[attr-defined]
+    cache.check_invariants()
+    assert len(cache) == 1  # over the node budget: the oldest sequence was evicted on load

@@ -51,7 +51,8 @@ def test_greedy_output_identical_to_no_speculation(method, engine_factory, reque
 
 
 def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, requests):
-    engine = engine_factory("specdec", k_max=K_MAX)
+    # Without the batch budget: its decisions depend on measured step times, which replay has not.
+    engine = engine_factory("specdec", k_max=K_MAX, budget=False)
     engine.reset_proposer()  # a cold cross-request cache, as the replay starts with
     subset = requests[:8]
     # One request at a time, so requests finish into the cache in the replay's order.
@@ -65,7 +66,7 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
             for r, ref in zip(subset, reference, strict=True)
         ],
-        SpecConfig(method="specdec", k_max=K_MAX),
+        SpecConfig(method="specdec", k_max=K_MAX, budget=False),
     )
     assert sum(r.stats.num_accepted_tokens for r in results) > 0
     for real, sim in zip(results, replayed, strict=True):
@@ -92,3 +93,10 @@ def test_per_request_stats_reconcile_with_vllm_counters(speculative):
         # (the last forward may overshoot the stop point by up to K accepted tokens)
         emitted = sum(r.stats.k_histogram) + r.stats.num_accepted_tokens
         assert r.stats.num_output_tokens <= emitted <= r.stats.num_output_tokens + K_MAX, r.id
+
+
+def test_budget_engine_is_calibrated(engine_factory, speculative):
+    cost = engine_factory("specdec", k_max=K_MAX).step_cost()
+    assert cost is not None, "the specdec engine started without a step-cost model"
+    # Verifying draft tokens takes time on any hardware: a fit saying otherwise is broken.
+    assert cost["per_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0

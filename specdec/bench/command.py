@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.util
 import json
 from pathlib import Path
 
 from specdec.bench.datasets import BUILTIN, load_rows
-from specdec.config import METHODS, ConfigError, EngineConfig, SpecConfig
+from specdec.config import ConfigError, EngineConfig
 from specdec.prompts import to_requests
 
 
@@ -29,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--model", default=None)
+    p.add_argument("--draft-model", default=None, help="model folder for the `draft` method (same tokenizer)")
+    p.add_argument("--min-prompts", type=int, default=16,
+                   help="vllm engine: prompts measured per batch size (at least one full batch)")
     p.add_argument("--json", default=None, help="write the records here")
     p.add_argument("--db", default=None, help="DuckDB file to add the records to")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
@@ -83,22 +87,27 @@ def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
 
 
 def _vllm(tokenized, ks, dataset, engine_cfg, args) -> list:
-    from specdec.bench.throughput import render_table, run_method
+    from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_method
 
     requests, _ = tokenized
-    names = _method_names(args.methods, ["none", "ngram", "specdec"], allowed=set(METHODS))
+    available = engine_methods(1, args.draft_model)
+    default = [m for m in DEFAULT_METHODS if m != "suffix" or importlib.util.find_spec("arctic_inference")]
+    names = _method_names(args.methods, default, allowed=set(available))
     if "none" in names:  # the reference runs first
         names.remove("none")
         names.insert(0, "none")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
+    if len(measured) < max(batch_sizes):
+        print(f"note: only {len(measured)} prompts to measure: batch {max(batch_sizes)} runs "
+              f"{len(measured)} at once (use --limit {max(batch_sizes) + 2} or more)")
     records = []
     for k in ks:
         reference = None
         for method in names:
             print(f"== {dataset} {method} K={k}: a fresh engine", flush=True)
-            recs, outputs = run_method(SpecConfig(method=method, k_max=k), engine_cfg, measured, warmup,
-                                       batch_sizes, dataset, reference)
+            recs, outputs = run_method(method, engine_methods(k, args.draft_model)[method], engine_cfg, measured,
+                                       warmup, batch_sizes, dataset, reference, args.min_prompts)
             reference = outputs if method == "none" else reference
             records += recs
             print(render_table(records), flush=True)

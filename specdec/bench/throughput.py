@@ -17,9 +17,31 @@ from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
+DEFAULT_METHODS = ("none", "ngram", "ngram[2..5]", "suffix", "specdec")
+
+
+def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
+    """The real-engine methods by bench name (`ngram` is vLLM's default 5..5 lookup)."""
+    methods = {
+        "none": SpecConfig(method="none", k_max=k),
+        "ngram": SpecConfig(method="ngram", k_max=k, ngram_min=5, ngram_max=5),
+        "ngram[2..5]": SpecConfig(method="ngram", k_max=k, ngram_min=2, ngram_max=5),
+        "suffix": SpecConfig(method="suffix", k_max=k),
+        "specdec": SpecConfig(method="specdec", k_max=k),
+        "specdec[no-budget]": SpecConfig(method="specdec", k_max=k, budget=False),
+    }
+    if draft_model:
+        methods["draft"] = SpecConfig(method="draft", k_max=k, draft_model=draft_model)
+    return methods
+
+
+def prompts_for_batch(requests: Sequence[GenerationRequest], batch_size: int, min_prompts: int) -> Sequence[GenerationRequest]:
+    """At least one full batch, and at least `min_prompts` (small batches need several rounds)."""
+    return requests[: max(batch_size, min_prompts)]
 
 
 def run_method(
+    name: str,
     spec: SpecConfig,
     engine_cfg: EngineConfig,
     requests: Sequence[GenerationRequest],
@@ -27,6 +49,7 @@ def run_method(
     batch_sizes: Sequence[int],
     dataset: str,
     reference: dict[str, list[int]] | None,
+    min_prompts: int = 16,
 ) -> tuple[list[BenchRecord], dict[str, list[int]]]:
     """Start an engine for `spec`, warm it up, time each batch size; return records + outputs."""
     from specdec.engines.vllm_engine import VllmEngine
@@ -34,22 +57,32 @@ def run_method(
     engine = VllmEngine(dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes)), spec)
     try:
         engine.generate(warmup, GREEDY)
-        records, outputs = [], {}
+        records: list[BenchRecord] = []
+        outputs: dict[str, list[int]] = {}
         for batch_size in batch_sizes:
             # A cold cross-request cache for every measurement: never score prompts against
             # a cache that already holds their own outputs.
             engine.reset_proposer()
+            batch = prompts_for_batch(requests, batch_size, min_prompts)
             started = time.perf_counter()
-            results = engine.generate(requests, GREEDY, batch_size=batch_size)
+            results = engine.generate(batch, GREEDY, batch_size=batch_size)
             seconds = time.perf_counter() - started
-            outputs = {r.id: r.output_token_ids for r in results}
-            records.append(_record(spec, dataset, batch_size, len(requests), seconds, results, reference))
+            outputs.update({r.id: r.output_token_ids for r in results})
+            records.append(_record(name, spec, dataset, batch_size, len(batch), seconds, results, reference))
+        step_cost = engine.step_cost()
+        if step_cost is not None:
+            print(f"{name}: budget step cost {_format_cost(step_cost)}", flush=True)
         return records, outputs
     finally:
         engine.close()
 
 
+def _format_cost(cost: dict[str, float]) -> str:
+    return ", ".join(f"{key} {value * 1000:.2f} ms" for key, value in cost.items())
+
+
 def _record(
+    name: str,
     spec: SpecConfig,
     dataset: str,
     batch_size: int,
@@ -59,10 +92,10 @@ def _record(
     reference: dict[str, list[int]] | None,
 ) -> BenchRecord:
     total = ShardStats.aggregate(r.stats for r in results)
-    identical = None if reference is None else all(reference[r.id] == r.output_token_ids for r in results)
+    identical = None if reference is None else all(reference.get(r.id) == r.output_token_ids for r in results)
     return BenchRecord.from_stats(
         total,
-        method=spec.method,
+        method=name,
         engine="vllm",
         dataset=dataset,
         batch_size=batch_size,
@@ -77,13 +110,13 @@ def _record(
 
 def render_table(records: Sequence[BenchRecord]) -> str:
     base = {(r.dataset, r.batch_size): r.tokens_per_s for r in records if r.method == "none"}
-    header = f"{'method':<10}{'batch':>6}{'tok/s':>9}{'x none':>8}{'tok/fwd':>9}{'accept':>8}  identical"
+    header = f"{'method':<20}{'batch':>6}{'tok/s':>9}{'x none':>8}{'tok/fwd':>9}{'accept':>8}  identical"
     lines = [header, "-" * len(header)]
     for r in records:
         ratio = r.tokens_per_s / base[(r.dataset, r.batch_size)] if (r.dataset, r.batch_size) in base else float("nan")
         ident = "-" if r.outputs_identical_to_none is None else ("yes" if r.outputs_identical_to_none else "NO")
         lines.append(
-            f"{r.method:<10}{r.batch_size:>6}{r.tokens_per_s:>9.1f}{ratio:>8.2f}"
+            f"{r.method:<20}{r.batch_size:>6}{r.tokens_per_s:>9.1f}{ratio:>8.2f}"
             f"{r.tokens_per_forward:>9.2f}{r.acceptance_rate:>8.2f}  {ident}"
         )
     return "\n".join(lines)

@@ -17,3 +17,16 @@ class Proposer(Protocol):
     def forget(self, req_id: str) -> None:
         """Drop any per-request state once the request has finished."""
         ...
+
+
+class ConfidentProposer(Proposer, Protocol):
+    """A proposer that also knows how likely each token of its last draft is accepted
+    (the controller checks for these methods; the batch budget uses them)."""
+
+    def confidence(self, req_id: str) -> np.ndarray:
+        """Acceptance probability of each token of `req_id`'s last draft."""
+        ...
+
+    def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
+        """The first `num_drafted` tokens of the last draft were verified, `num_accepted` accepted."""
+        ...

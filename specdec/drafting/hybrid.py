@@ -6,16 +6,21 @@ request's own tokens, and the most frequent continuation in the cache of finishe
 specific evidence); a cache draft is cut where its cumulative probability drops below
 `min_prob`, so weak evidence drafts fewer tokens. A finished request's tokens go into the
 cache when the controller forgets it.
+
+Each drafted token also gets a confidence learned from verification (`ConfidenceTable`, by
+own-text match length or cache probability); the batch budget uses it to size drafts.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from specdec.drafting.confidence import ConfidenceTable, cache_buckets, own_bucket
 from specdec.drafting.ngram import ngram_match
 from specdec.drafting.suffix_cache import SuffixTrieCache
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NONE = (_EMPTY, _EMPTY)
 
 
 class HybridProposer:
@@ -33,35 +38,51 @@ class HybridProposer:
         self.min_prob = min_prob
         self.min_cache_match = min_cache_match
         self._sequences: dict[str, np.ndarray] = {}
+        self.table = ConfidenceTable()
+        self._buckets: dict[str, np.ndarray] = {}  # evidence bucket of each token of the last draft
 
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
         # vLLM hands us a view of a buffer it reuses: keep a copy for the cache.
         self._sequences[req_id] = np.array(tokens, dtype=np.int64)
         if k <= 0:
+            self._buckets[req_id] = _EMPTY
             return _EMPTY
-        draft = self._best_candidate(tokens, k)
+        draft, buckets = self._best_candidate(tokens, k)
         # A draft cut short (the match sat near the end of its source) is continued by
         # drafting again from the context extended with it.
         while 0 < draft.size < k:
-            more = self._best_candidate(np.concatenate([tokens, draft]), k - draft.size)
+            more, more_buckets = self._best_candidate(np.concatenate([tokens, draft]), k - draft.size)
             if more.size == 0:
                 break
             draft = np.concatenate([draft, more])
+            buckets = np.concatenate([buckets, more_buckets])
+        self._buckets[req_id] = buckets
         return draft
 
-    def _best_candidate(self, tokens: np.ndarray, k: int) -> np.ndarray:
+    def confidence(self, req_id: str) -> np.ndarray:
+        """Learned acceptance probability of each token of `req_id`'s last draft."""
+        return self.table.confidence(self._buckets.get(req_id, _EMPTY))
+
+    def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
+        """The first `num_drafted` tokens of the last draft were verified (the caller may
+        have cut the draft); `num_accepted` of them were accepted."""
+        buckets = self._buckets.get(req_id)
+        if buckets is not None:
+            self.table.observe(buckets[:num_drafted], num_accepted)
+
+    def _best_candidate(self, tokens: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         end, own_len = ngram_match(tokens, self.n_min, self.n_max)
         cached = self.cache.speculate(tokens, k, self.min_prob) if len(self.cache) else None
         cache_len = cached.match_len if cached is not None and cached.tokens.size else 0
-        if own_len and own_len >= cache_len:
-            return np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
+        if own_len and (own_len >= cache_len or cache_len < self.min_cache_match):
+            own = np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
+            return own, np.full(own.size, own_bucket(own_len), dtype=np.int64)
         if cached is not None and cache_len >= self.min_cache_match:
-            return cached.tokens
-        if own_len:
-            return np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
-        return _EMPTY
+            return cached.tokens, cache_buckets(cached.probs)
+        return _NONE
 
     def forget(self, req_id: str) -> None:
+        self._buckets.pop(req_id, None)
         tokens = self._sequences.pop(req_id, None)
         if tokens is not None and tokens.size:
             self.cache.insert(req_id, tokens)

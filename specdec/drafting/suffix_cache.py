@@ -179,10 +179,11 @@ class SuffixTrieCache:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "SuffixTrieCache":
+    def load(cls, path: str | Path, max_nodes: int | None = None) -> "SuffixTrieCache":
+        """Rebuild a saved cache (under `max_nodes` if given: the oldest sequences go first)."""
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
-            cache = cls(meta["max_depth"], meta["max_nodes"])
+            cache = cls(meta["max_depth"], max_nodes or meta["max_nodes"])
             for i, seq_id in enumerate(meta["ids"]):
                 cache.insert(seq_id, data[f"s{i}"])
         return cache

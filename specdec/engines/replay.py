@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specdec.budget import StepCostModel
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
 from specdec.drafting.base import Proposer
@@ -44,14 +45,23 @@ class ReplayResult:
 
 
 def replay(
-    requests: Sequence[ReplayRequest], config: SpecConfig, proposer: Proposer | None = None
+    requests: Sequence[ReplayRequest],
+    config: SpecConfig,
+    proposer: Proposer | None = None,
+    cost: StepCostModel | None = None,
 ) -> list[ReplayResult]:
-    """Replay requests one after another through one controller (state shared as in vLLM)."""
+    """Replay requests one after another through one controller (state shared as in vLLM).
+
+    With `cost` the batch budget sizes drafts as it would for a batch of one request
+    under that step-cost model (a scripted stand-in for the engine's measured one).
+    """
     controller = DraftController(config, proposer)
-    return [_replay_one(req, controller, config.k_max) for req in requests]
+    return [_replay_one(req, controller, config.k_max, cost) for req in requests]
 
 
-def _replay_one(req: ReplayRequest, controller: DraftController, k_max: int) -> ReplayResult:
+def _replay_one(
+    req: ReplayRequest, controller: DraftController, k_max: int, cost: StepCostModel | None
+) -> ReplayResult:
     greedy = np.asarray(req.greedy_tokens, dtype=np.int64)
     sequence = np.concatenate([np.asarray(req.prompt_token_ids, dtype=np.int64), greedy])
     prompt_len = len(req.prompt_token_ids)
@@ -60,7 +70,7 @@ def _replay_one(req: ReplayRequest, controller: DraftController, k_max: int) -> 
     accepted: list[int] = []
     num_accepted_last = 0
     while not _finished(greedy, num_out, req):
-        draft = controller.step(req.id, sequence[: prompt_len + num_out], num_accepted_last)
+        [draft] = controller.step_batch([(req.id, sequence[: prompt_len + num_out], num_accepted_last)], cost)
         num_accepted_last = _num_matching(draft, greedy[num_out:])
         if draft.shape[0]:
             drafted.append(int(draft.shape[0]))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.engines import vllm_proposer
+from specdec.engines import calibration, vllm_proposer
 from specdec.engines.spec_stats import request_stats
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.models import resolve_model
@@ -91,6 +91,15 @@ class VllmEngine:
             bound = self.llm.collective_rpc(vllm_proposer.bind_proposer, args=(spec.to_dict(),))
             if not any(bound):
                 raise RuntimeError("vLLM did not load the specdec proposer in its worker")
+            if spec.budget:
+                calibration.calibrate(self.llm, engine, self.model_path, spec.k_max)
+                log.info("speculation budget step cost: %s", self.step_cost())
+
+    def step_cost(self) -> dict[str, float] | None:
+        """The batch budget's current step-cost model (specdec with budget only)."""
+        if self.spec.method != "specdec" or not self.spec.budget:
+            return None
+        return self.llm.collective_rpc(vllm_proposer.step_cost)[0]
 
     def reset_proposer(self) -> None:
         """Forget all drafting state (cross-request cache included): a cold start."""
@@ -129,6 +138,8 @@ class VllmEngine:
         for start in range(0, len(requests), step):
             chunk = requests[start : start + step]
             results.extend(self._generate_chunk(chunk, sampling, show_progress, first_index=start))
+        if self.spec.method == "specdec" and self.spec.cache_file:
+            self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
         return results
 
     def _generate_chunk(

@@ -6,16 +6,23 @@ adapter binds the model runner's input batch (rows -> `input_batch.req_ids`) and
 SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer`).
 Finished requests are noticed when they leave the batch; their traces wait in
 `finished` until the adapter collects them (`collect_traces`).
+
+With `SpecConfig.budget` the proposer also times every step (`StepTimer`) and caps the
+batch's drafts by the fitted step-cost model (specdec.budget). The adapter calibrates that
+model at start-up by running a few steps with forced drafts of known length (`forced_k`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
+from specdec.budget import StepCost, StepSample
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
+from specdec.engines.step_timing import StepTimer
 from specdec.stats import RequestTrace
 
 CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
@@ -29,6 +36,8 @@ class SpecdecVllmProposer:
         self.controller: DraftController | None = None
         self.input_batch: Any = None
         self.finished: dict[str, RequestTrace] = {}
+        self.timer = StepTimer()
+        self.forced_k: int | None = None  # calibration: draft exactly this many tokens
 
     def load_model(self, target_model: Any) -> None:
         """No draft model to load."""
@@ -49,17 +58,30 @@ class SpecdecVllmProposer:
         controller = self.controller
         if controller is None:  # warm-up before binding: no drafts
             return [[] for _ in sampled_token_ids]
-        req_ids = self.input_batch.req_ids
-        self._retire_departed(set(req_ids[: len(sampled_token_ids)]))
-        drafts: list[list[int]] = []
-        for row, sampled in enumerate(sampled_token_ids):
-            if not sampled:  # still in prefill
-                drafts.append([])
-                continue
-            num_tokens = int(num_tokens_no_spec[row])
-            draft = controller.step(req_ids[row], token_ids_cpu[row, :num_tokens], len(sampled) - 1)
-            drafts.append(draft[: self.k_max].tolist())
+        req_ids = list(self.input_batch.req_ids[: len(sampled_token_ids)])
+        self._retire_departed(set(req_ids))
+        decoding = [row for row, sampled in enumerate(sampled_token_ids) if sampled]  # others: prefill
+        budget = controller.config.budget
+        if budget:
+            self.timer.step_started(req_ids, len(decoding) == len(req_ids))
+        if self.forced_k is not None:
+            row_drafts = {row: self._forced_draft(token_ids_cpu, num_tokens_no_spec, row) for row in decoding}
+        else:
+            rows = [
+                (req_ids[row], token_ids_cpu[row, : int(num_tokens_no_spec[row])], len(sampled_token_ids[row]) - 1)
+                for row in decoding
+            ]
+            cost = self.timer.model if budget else None
+            row_drafts = dict(zip(decoding, controller.step_batch(rows, cost), strict=True))
+        drafts = [row_drafts[row][: self.k_max].tolist() if row in row_drafts else [] for row in range(len(req_ids))]
+        if budget:
+            self.timer.step_finished({req_ids[row]: len(drafts[row]) for row in decoding})
         return drafts
+
+    def _forced_draft(self, token_ids_cpu: np.ndarray, num_tokens_no_spec: np.ndarray, row: int) -> np.ndarray:
+        assert self.forced_k is not None
+        last = token_ids_cpu[row, int(num_tokens_no_spec[row]) - 1]
+        return np.full(self.forced_k, last, dtype=np.int64)
 
     def _retire_departed(self, present: set[str]) -> None:
         assert self.controller is not None
@@ -119,3 +141,49 @@ def collect_traces(worker: Any, req_ids: list[str]) -> dict[str, dict[str, Any]]
     if not isinstance(drafter, SpecdecVllmProposer):
         return {}
     return drafter.collect(req_ids)
+
+
+def start_calibration(worker: Any, forced_k: int) -> bool:
+    """Draft exactly `forced_k` tokens per row from now on, timing steps as calibration."""
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer):
+        return False
+    drafter.forced_k = forced_k
+    drafter.timer.calibrating = True
+    return True
+
+
+def finish_calibration(worker: Any) -> list[dict[str, float]]:
+    """Back to normal drafting; returns the calibration samples (and fits the model)."""
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer):
+        return []
+    drafter.forced_k = None
+    drafter.timer.calibrating = False
+    drafter.timer.refit()
+    return [dataclasses.asdict(s) for s in drafter.timer.calibration]
+
+
+def load_calibration(worker: Any, samples: list[dict[str, float]]) -> bool:
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer):
+        return False
+    drafter.timer.load_calibration([StepSample(**s) for s in samples])
+    return True
+
+
+def step_cost(worker: Any) -> dict[str, float] | None:
+    """The step-cost model the budget uses now (None: not fitted yet)."""
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer):
+        return None
+    model: StepCost | None = drafter.timer.model
+    return None if model is None else dataclasses.asdict(model)
+
+
+def save_cache(worker: Any, path: str) -> int:
+    """Write the proposer's cross-request cache to `path` (sequences written)."""
+    drafter = getattr(worker.model_runner, "drafter", None)
+    if not isinstance(drafter, SpecdecVllmProposer) or drafter.controller is None:
+        return 0
+    return drafter.controller.save_cache(path)

@@ -1,0 +1,126 @@
+"""Batch-level speculation budget: how many draft tokens each row of a batch may verify.
+
+A target forward costs time that grows with the number of sequences and of tokens in it
+(`StepCost`); each draft position has a probability of being accepted (from the drafter's
+learned confidence, or a**j for a request accepting token by token with probability a).
+`allocate_drafts` adds draft positions in order of that probability for as long as the step's expected tokens per second
+still rise. Where verification is nearly free (one sequence, weights-bound forward) every
+row drafts its full K; where the batch is compute-bound only near-certain drafts pay for
+themselves, and with none of those the step runs as it would without speculation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class StepCostModel(Protocol):
+    def seconds(self, num_seqs: int, num_tokens: int) -> float:
+        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` tokens."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSample:
+    """One measured decode step: rows, scheduled tokens (rows + draft tokens), seconds."""
+
+    num_seqs: int
+    num_tokens: int
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCost:
+    """t = fixed + per_seq * rows + per_token * tokens (all seconds, all >= 0)."""
+
+    fixed_s: float
+    per_seq_s: float
+    per_token_s: float
+
+    def seconds(self, num_seqs: int, num_tokens: int) -> float:
+        return self.fixed_s + self.per_seq_s * num_seqs + self.per_token_s * num_tokens
+
+
+def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:
+    """Least-squares fit of `StepCost` (coefficients kept non-negative), or None.
+
+    None when there are too few samples, or when they cannot tell the cost of a draft
+    token apart from the cost of a row (every sample drafted nothing).
+    """
+    if len(samples) < min_samples:
+        return None
+    rows = np.array([[1.0, s.num_seqs, s.num_tokens] for s in samples])
+    secs = np.array([s.seconds for s in samples])
+    if not np.any(rows[:, 2] > rows[:, 1]):
+        return None
+    coef = _nonnegative_lstsq(rows, secs)
+    return StepCost(float(coef[0]), float(coef[1]), float(coef[2]))
+
+
+def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with coefficients >= 0: refit without any column that came out negative
+    (three columns: a few passes at most)."""
+    active = list(range(a.shape[1]))
+    coef = np.zeros(a.shape[1])
+    while active:
+        sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if np.all(sol >= 0):
+            coef[active] = sol
+            return coef
+        active = [c for c, v in zip(active, sol) if v > 0]
+    return coef
+
+
+def geometric_gains(alpha: float, length: int) -> np.ndarray:
+    """Acceptance probability of draft positions 1..length at per-token acceptance `alpha`."""
+    return float(np.clip(alpha, 0.0, 1.0)) ** np.arange(1, length + 1)
+
+
+def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel) -> list[int]:
+    """Draft length per row maximising expected tokens per second of the step.
+
+    `gains[i][j]` is the probability that row i's draft position j+1 is accepted
+    (non-increasing in j: a position counts only if all before it were accepted); every row
+    yields one token per step whatever it drafts. Positions are taken best first; for a
+    concave expected gain over an affine cost the best prefix of that order is the optimum.
+    """
+    num_rows = len(gains)
+    if num_rows == 0:
+        return []
+    lengths = np.array([g.shape[0] for g in gains], dtype=np.int64)
+    if lengths.sum() == 0:
+        return [0] * num_rows
+    gain = np.concatenate([np.asarray(g, dtype=np.float64) for g in gains])
+    row = np.repeat(np.arange(num_rows), lengths)
+    position = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    order = np.lexsort((position, -gain))  # best first; a row's positions stay in order
+    expected = num_rows + np.concatenate([[0.0], np.cumsum(gain[order])])
+    seconds = np.array([cost.seconds(num_rows, num_rows + n) for n in range(row.size + 1)])
+    best = int(np.argmax(expected / np.maximum(seconds, 1e-12)))  # ties: fewest drafts
+    return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
+
+
+@dataclasses.dataclass
+class AcceptanceEstimate:
+    """Per-token acceptance of one request's drafts, shrunk towards a shared prior.
+
+    Each verified draft is a run of accepted tokens ended by one rejection (unless all were
+    accepted); counts decay so a request whose text changes character is re-learned.
+    """
+
+    accepted: float = 0.0
+    rejected: float = 0.0
+
+    def observe(self, num_drafted: int, num_accepted: int, decay: float) -> None:
+        rejected = 1 if num_accepted < num_drafted else 0
+        fade = decay ** (num_accepted + rejected)  # per token tried, so long drafts don't dominate
+        self.accepted = self.accepted * fade + num_accepted
+        self.rejected = self.rejected * fade + rejected
+
+    def rate(self, prior: float, prior_weight: float) -> float:
+        total = self.accepted + self.rejected + prior_weight
+        return (self.accepted + prior * prior_weight) / total

@@ -1,0 +1,41 @@
+"""Learned per-token confidence of drafts, by where each drafted token came from.
+
+Every drafted token is filed under an evidence bucket: own-text lookup by match length, or
+cache continuation by its empirical probability. After verification the tokens up to the
+first rejection count as accepted in their buckets and the rejected one as rejected (tokens
+after it were never judged). A bucket's acceptance rate, starting from a neutral prior, is
+the confidence of the next token filed under it; the batch budget prices drafts with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+OWN_BUCKETS = 8  # match lengths 1..8+ (index = min(length, 8) - 1)
+CACHE_BUCKETS = 10  # empirical probability in tenths
+NUM_BUCKETS = OWN_BUCKETS + CACHE_BUCKETS
+
+
+def own_bucket(match_len: int) -> int:
+    return min(max(match_len, 1), OWN_BUCKETS) - 1
+
+
+def cache_buckets(probs: np.ndarray) -> np.ndarray:
+    return OWN_BUCKETS + np.minimum((np.asarray(probs) * CACHE_BUCKETS).astype(np.int64), CACHE_BUCKETS - 1)
+
+
+class ConfidenceTable:
+    """Acceptance counts per evidence bucket, shared by all requests of a run."""
+
+    def __init__(self, prior_accepted: float = 1.0, prior_rejected: float = 1.0) -> None:
+        self.accepted = np.full(NUM_BUCKETS, prior_accepted)
+        self.rejected = np.full(NUM_BUCKETS, prior_rejected)
+
+    def confidence(self, buckets: np.ndarray) -> np.ndarray:
+        return self.accepted[buckets] / (self.accepted[buckets] + self.rejected[buckets])
+
+    def observe(self, buckets: np.ndarray, num_accepted: int) -> None:
+        """A draft filed under `buckets` had its first `num_accepted` tokens accepted."""
+        np.add.at(self.accepted, buckets[:num_accepted], 1.0)
+        if num_accepted < buckets.shape[0]:
+            self.rejected[buckets[num_accepted]] += 1.0

@@ -1,0 +1,84 @@
+"""Calibrates the batch budget's step-cost model when a specdec engine starts.
+
+A few short generations at batch sizes 1, 4 and 16, each once without drafts and once with
+forced drafts of k_max tokens, plus one at `max_num_seqs` without drafts (forced drafts
+there would cost most of the calibration time), give step times over a spread of rows and
+tokens;
+the worker fits `StepCost` to them and keeps refining it from the running engine. Samples
+are cached per machine and engine configuration under the project home, so only the first
+engine of that kind pays the ~10-30 s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specdec.config import EngineConfig, config_hash
+from specdec.engines import vllm_proposer
+from specdec.models import specdec_home
+
+log = logging.getLogger(__name__)
+
+PROMPT_TOKENS = 32
+STEPS = 6
+
+
+def calibration_path(engine: EngineConfig, model_path: Path, k_max: int) -> Path:
+    import vllm
+
+    key = config_hash(
+        {"engine": engine.__dict__, "model": str(model_path), "k_max": k_max},
+        {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node()},
+    )
+    return specdec_home() / "calibration" / f"{key}.json"
+
+
+def calibration_runs(max_num_seqs: int, k_max: int) -> list[tuple[int, int]]:
+    """(batch size, forced draft length) of each calibration generation."""
+    runs = [(size, k) for size in (1, 4, 16) if size <= max_num_seqs for k in (0, k_max)]
+    if max_num_seqs > 16:
+        runs.append((max_num_seqs, 0))
+    return runs
+
+
+def calibrate(llm: Any, engine: EngineConfig, model_path: Path, k_max: int) -> list[dict[str, float]]:
+    """Step-time samples for this engine (cached), loaded into the worker's budget."""
+    path = calibration_path(engine, model_path, k_max)
+    if path.exists():
+        samples = json.loads(path.read_text())
+    else:
+        samples = _measure(llm, engine, k_max)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(samples))
+        tmp.replace(path)
+    llm.collective_rpc(vllm_proposer.load_calibration, args=(samples,))
+    return samples
+
+
+def _measure(llm: Any, engine: EngineConfig, k_max: int) -> list[dict[str, float]]:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    log.info("calibrating the speculation budget (step cost vs batch size and drafted tokens)")
+    vocab = llm.get_tokenizer().vocab_size
+    rng = np.random.default_rng(0)
+    params = SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
+    samples: list[list[dict[str, float]]] = []
+    for size, forced_k in calibration_runs(engine.max_num_seqs, k_max):
+        prompts = [
+            TokensPrompt(prompt_token_ids=rng.integers(100, vocab, PROMPT_TOKENS).tolist()) for _ in range(size)
+        ]
+        llm.collective_rpc(vllm_proposer.start_calibration, args=(forced_k,))
+        try:
+            llm.generate(prompts, params, use_tqdm=False)
+        finally:
+            samples = llm.collective_rpc(vllm_proposer.finish_calibration)
+    return samples[0] if samples else []

@@ -1,0 +1,162 @@
+"""The batch budget: allocation under scripted cost models, the cost fit, the step timer."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from specdec.budget import AcceptanceEstimate, StepCost, StepSample, fit_step_cost, geometric_gains
+from specdec.budget import allocate_drafts as allocate_gains
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
+from specdec.engines import step_timing
+
+FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=0.0)
+COMPUTE_BOUND = StepCost(fixed_s=0.0, per_seq_s=0.0, per_token_s=0.01)
+
+
+def allocate_drafts(alpha: list[float], caps: list[int], cost: StepCost) -> list[int]:
+    return allocate_gains([geometric_gains(a, c) for a, c in zip(alpha, caps)], cost)
+
+
+def expected_rate(alloc: list[int], alpha: list[float], cost: StepCost) -> float:
+    gain = len(alloc) + sum(sum(a**j for j in range(1, n + 1)) for n, a in zip(alloc, alpha))
+    return gain / cost.seconds(len(alloc), len(alloc) + sum(alloc))
+
+
+def test_free_verification_drafts_every_cap():
+    assert allocate_drafts([0.2, 0.9, 0.5], [4, 4, 2], FREE) == [4, 4, 2]
+
+
+def test_compute_bound_batch_drafts_nothing_unless_certain():
+    # Each draft token costs as much as a row's own token: only a sure draft breaks even.
+    assert allocate_drafts([0.95, 0.6, 0.3], [4, 4, 4], COMPUTE_BOUND) == [0, 0, 0]
+    assert allocate_drafts([0.5], [0], FREE) == [0]
+    assert allocate_drafts([], [], FREE) == []
+
+
+def test_better_rows_get_drafts_first():
+    cost = StepCost(fixed_s=0.06, per_seq_s=0.0, per_token_s=0.01)
+    alloc = allocate_drafts([0.9, 0.3, 0.7], [5, 5, 5], cost)
+    assert alloc[0] >= alloc[2] >= alloc[1]
+    assert 0 < sum(alloc) < 15
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_allocation_is_optimal_and_never_worse_than_no_drafts(seed: int):
+    rng = np.random.default_rng(seed)
+    alpha = rng.uniform(0.0, 1.0, 3).round(2).tolist()
+    caps = rng.integers(0, 4, 3).tolist()
+    cost = StepCost(*rng.uniform(0.0, 0.1, 3).round(3))
+    alloc = allocate_drafts(alpha, caps, cost)
+    assert all(0 <= a <= c for a, c in zip(alloc, caps))
+    best = max(
+        expected_rate(list(a), alpha, cost) for a in itertools.product(*(range(c + 1) for c in caps))
+    )
+    got = expected_rate(alloc, alpha, cost)
+    assert got == pytest.approx(best, rel=1e-9)
+    assert got >= expected_rate([0, 0, 0], alpha, cost) - 1e-12
+
+
+def test_fit_recovers_a_linear_step_cost():
+    true = StepCost(fixed_s=0.05, per_seq_s=0.002, per_token_s=0.008)
+    rng = np.random.default_rng(1)
+    samples = []
+    for seqs, k in itertools.product((1, 4, 16, 64), (0, 3, 7)):
+        tokens = seqs * (1 + k)
+        samples.append(StepSample(seqs, tokens, true.seconds(seqs, tokens) * rng.uniform(0.98, 1.02)))
+    fitted = fit_step_cost(samples)
+    assert fitted is not None
+    assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
+    assert fitted.fixed_s == pytest.approx(true.fixed_s, rel=0.2)
+
+
+def test_fit_refuses_samples_without_drafts_and_keeps_coefficients_nonnegative():
+    undrafted = [StepSample(b, b, 0.05 + 0.01 * b) for b in range(1, 20)]
+    assert fit_step_cost(undrafted) is None
+    assert fit_step_cost(undrafted[:3] + [StepSample(1, 8, 0.1)]) is None  # too few
+    # Step time falling with tokens is noise: the fit must not reward drafting.
+    odd = [StepSample(4, 4 + d, 0.3 - 0.001 * d) for d in range(12)]
+    fitted = fit_step_cost(odd)
+    assert fitted is not None and min(fitted.fixed_s, fitted.per_seq_s, fitted.per_token_s) >= 0.0
+
+
+def test_acceptance_estimate_learns_and_forgets():
+    est = AcceptanceEstimate()
+    assert est.rate(prior=0.5, prior_weight=2.0) == 0.5
+    for _ in range(20):
+        est.observe(num_drafted=4, num_accepted=4, decay=0.9)
+    high = est.rate(prior=0.5, prior_weight=2.0)
+    assert high > 0.9
+    for _ in range(20):
+        est.observe(num_drafted=4, num_accepted=0, decay=0.9)
+    assert est.rate(prior=0.5, prior_weight=2.0) < 0.2 < high
+
+
+def _repetitive(n: int = 40) -> np.ndarray:
+    return np.array([5, 6, 7, 8] * (n // 4), dtype=np.int64)
+
+
+def test_controller_batch_budget_caps_drafts():
+    cfg = SpecConfig(method="specdec", k_max=4)
+    rows = [("a", _repetitive(), 0), ("b", _repetitive() + 1, 0)]
+    free = DraftController(cfg).step_batch(rows, FREE)
+    assert [d.tolist() for d in free] == [[5, 6, 7, 8], [6, 7, 8, 9]]
+    bound = DraftController(cfg)
+    drafts = bound.step_batch(rows, COMPUTE_BOUND)
+    assert [d.size for d in drafts] == [0, 0]
+    trace = bound.finish("a")
+    assert trace is not None and trace.k_histogram[0] == 1  # the budget's K is what is recorded
+    # Without a cost model (replay) the policy's K stands.
+    assert [d.size for d in DraftController(cfg).step_batch(rows)] == [4, 4]
+
+
+def test_step_timer_counts_only_clean_decode_steps(monkeypatch: pytest.MonkeyPatch):
+    clock = iter([0.0, 0.5, 1.0, 1.2, 2.0, 2.3, 3.0, 3.1])
+    monkeypatch.setattr(step_timing.time, "perf_counter", lambda: next(clock))
+    timer = step_timing.StepTimer(refit_every=1000)
+    timer.step_started(["a", "b"], all_decoding=True)  # no previous step: nothing to time
+    timer.step_finished({"a": 3, "b": 0})  # t=0.5
+    timer.step_started(["a", "b"], all_decoding=True)  # t=1.0: one clean step
+    timer.step_finished({"a": 1, "b": 1})  # t=1.2
+    timer.step_started(["a", "b", "c"], all_decoding=False)  # t=2.0: c is prefilling
+    timer.step_finished({"a": 0, "b": 0})  # t=2.3
+    timer.step_started(["a", "c"], all_decoding=True)  # t=3.0: c is new since the last step
+    timer.step_finished({})
+    assert list(timer.recent) == [StepSample(num_seqs=2, num_tokens=5, seconds=0.5)]
+
+
+def test_confidence_is_learned_per_evidence_bucket():
+    from specdec.drafting.confidence import ConfidenceTable, cache_buckets, own_bucket
+
+    table = ConfidenceTable()
+    long_match, short_match = own_bucket(6), own_bucket(1)
+    for _ in range(30):
+        table.observe(np.full(4, long_match), num_accepted=4)  # long matches: always right
+        table.observe(np.full(4, short_match), num_accepted=0)  # one-token matches: never
+    high, low = table.confidence(np.array([long_match, short_match]))
+    assert high > 0.9 and low < 0.1
+    # Only tokens up to the first rejection were judged: a rejection at position 2 says
+    # nothing about position 3.
+    fresh = ConfidenceTable()
+    buckets = np.array([own_bucket(2), own_bucket(3), own_bucket(4)])
+    fresh.observe(buckets, num_accepted=1)
+    assert fresh.confidence(buckets).tolist() == [2 / 3, 1 / 3, 1 / 2]
+    assert cache_buckets(np.array([0.05, 0.55, 1.0])).tolist() == [8, 13, 17]
+
+
+def test_budget_sizes_drafts_by_learned_confidence():
+    cfg = SpecConfig(method="specdec", k_max=4)
+    ctl = DraftController(cfg)
+    table = ctl.proposer.table  # type: ignore[attr-defined]
+    cost = StepCost(fixed_s=0.05, per_seq_s=0.0, per_token_s=0.01)
+    sure = np.array([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], dtype=np.int64)  # 4-token match
+    unsure = np.array([1, 2, 3, 1], dtype=np.int64)  # 1-token match
+    table.accepted[:] = 1.0
+    table.rejected[:] = 1.0
+    table.accepted[3:8] = 99.0  # own-text matches of 4 or more tokens: 99 % accepted
+    table.rejected[0] = 99.0  # match length 1: 1 %
+    drafts = ctl.step_batch([("sure", sure, 0), ("unsure", unsure, 0)], cost)
+    assert drafts[0].tolist() == [8, 9, 5, 6] and drafts[1].size == 0
