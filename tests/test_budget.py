@@ -144,7 +144,8 @@ def test_confidence_is_learned_per_evidence_bucket():
     buckets = np.array([own_bucket(2), own_bucket(3), own_bucket(4)])
     fresh.observe(buckets, num_accepted=1)
     assert fresh.confidence(buckets).tolist() == [2 / 3, 1 / 3, 1 / 2]
-    assert cache_buckets(np.array([0.05, 0.55, 1.0])).tolist() == [8, 13, 17]
+    assert cache_buckets(np.array([0.05, 0.55, 1.0]), match_len=1).tolist() == [8, 13, 17]
+    assert cache_buckets(np.array([0.05]), match_len=9).tolist() == [8 + 30]
 
 
 def test_budget_sizes_drafts_by_learned_confidence():

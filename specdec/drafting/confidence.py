@@ -1,7 +1,7 @@
 """Learned per-token confidence of drafts, by where each drafted token came from.
 
 Every drafted token is filed under an evidence bucket: own-text lookup by match length, or
-cache continuation by its empirical probability. After verification the tokens up to the
+cache continuation by match length and the token's empirical probability. After verification the tokens up to the
 first rejection count as accepted in their buckets and the rejected one as rejected (tokens
 after it were never judged). A bucket's acceptance rate, starting from a neutral prior, is
 the confidence of the next token filed under it; the batch budget prices drafts with it.
@@ -12,16 +12,19 @@ from __future__ import annotations
 import numpy as np
 
 OWN_BUCKETS = 8  # match lengths 1..8+ (index = min(length, 8) - 1)
-CACHE_BUCKETS = 10  # empirical probability in tenths
-NUM_BUCKETS = OWN_BUCKETS + CACHE_BUCKETS
+CACHE_MATCH_LEVELS = 4  # cache match lengths 1, 2, 3, 4+
+CACHE_PROB_LEVELS = 10  # empirical probability in tenths
+NUM_BUCKETS = OWN_BUCKETS + CACHE_MATCH_LEVELS * CACHE_PROB_LEVELS
 
 
 def own_bucket(match_len: int) -> int:
     return min(max(match_len, 1), OWN_BUCKETS) - 1
 
 
-def cache_buckets(probs: np.ndarray) -> np.ndarray:
-    return OWN_BUCKETS + np.minimum((np.asarray(probs) * CACHE_BUCKETS).astype(np.int64), CACHE_BUCKETS - 1)
+def cache_buckets(probs: np.ndarray, match_len: int) -> np.ndarray:
+    level = min(max(match_len, 1), CACHE_MATCH_LEVELS) - 1
+    tenths = np.minimum((np.asarray(probs) * CACHE_PROB_LEVELS).astype(np.int64), CACHE_PROB_LEVELS - 1)
+    return OWN_BUCKETS + level * CACHE_PROB_LEVELS + tenths
 
 
 class ConfidenceTable:
@@ -33,6 +36,10 @@ class ConfidenceTable:
 
     def confidence(self, buckets: np.ndarray) -> np.ndarray:
         return self.accepted[buckets] / (self.accepted[buckets] + self.rejected[buckets])
+
+    def expected_accepted(self, buckets: np.ndarray) -> float:
+        """Expected accepted tokens of a draft filed under `buckets`."""
+        return float(np.cumprod(self.confidence(buckets)).sum())
 
     def observe(self, buckets: np.ndarray, num_accepted: int) -> None:
         """A draft filed under `buckets` had its first `num_accepted` tokens accepted."""

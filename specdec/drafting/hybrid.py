@@ -2,9 +2,12 @@
 
 Each step two candidates compete: the continuation of the longest earlier match in the
 request's own tokens, and the most frequent continuation in the cache of finished requests
-(with per-token probabilities). The longer match wins (own text on ties: it is the most
-specific evidence); a cache draft is cut where its cumulative probability drops below
-`min_prob`, so weak evidence drafts fewer tokens. A finished request's tokens go into the
+(with per-token probabilities). Every drafted token is filed under an evidence bucket (own
+text by match length; cache by match length and probability) whose acceptance rate is
+learned from verification (`ConfidenceTable`); the candidate with more expected accepted
+tokens wins, and where the table cannot tell them apart the longer match does (own text on
+ties: it is the most specific evidence). A cache draft is cut where its cumulative
+probability drops below `min_prob`, so weak evidence drafts fewer tokens. A finished request's tokens go into the
 cache when the controller forgets it.
 
 Each drafted token also gets a confidence learned from verification (`ConfidenceTable`, by
@@ -72,14 +75,21 @@ class HybridProposer:
 
     def _best_candidate(self, tokens: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         end, own_len = ngram_match(tokens, self.n_min, self.n_max)
+        own = _NONE
+        if own_len:
+            own_tokens = np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
+            own = (own_tokens, np.full(own_tokens.size, own_bucket(own_len), dtype=np.int64))
         cached = self.cache.speculate(tokens, k, self.min_prob) if len(self.cache) else None
-        cache_len = cached.match_len if cached is not None and cached.tokens.size else 0
-        if own_len and (own_len >= cache_len or cache_len < self.min_cache_match):
-            own = np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
-            return own, np.full(own.size, own_bucket(own_len), dtype=np.int64)
-        if cached is not None and cache_len >= self.min_cache_match:
-            return cached.tokens, cache_buckets(cached.probs)
-        return _NONE
+        if cached is None or cached.tokens.size == 0 or cached.match_len < self.min_cache_match:
+            return own
+        from_cache = (cached.tokens, cache_buckets(cached.probs, cached.match_len))
+        if not own_len:
+            return from_cache
+        own_value = self.table.expected_accepted(own[1])
+        cache_value = self.table.expected_accepted(from_cache[1])
+        if abs(own_value - cache_value) > 1e-9:
+            return own if own_value > cache_value else from_cache
+        return own if own_len >= cached.match_len else from_cache
 
     def forget(self, req_id: str) -> None:
         self._buckets.pop(req_id, None)

@@ -120,7 +120,9 @@ class SuffixTrieCache:
 
         Drafting stops when the cumulative probability of the draft falls below `min_prob`.
         """
-        node, match_len = self._longest_match(context)
+        # Leave the trie room below the match for k tokens: a match as deep as the trie
+        # would have nothing under it to draft.
+        node, match_len = self._longest_match(context, max(self.max_depth - 1 - k, 1))
         if node is None or k <= 0:
             return _NO_DRAFT
         tokens: list[int] = []
@@ -137,8 +139,8 @@ class SuffixTrieCache:
             node = child
         return CacheDraft(np.asarray(tokens, dtype=np.int64), np.asarray(probs), match_len)
 
-    def _longest_match(self, context: np.ndarray) -> tuple[_Node | None, int]:
-        tail = context[-(self.max_depth - 1) :].tolist()
+    def _longest_match(self, context: np.ndarray, max_len: int) -> tuple[_Node | None, int]:
+        tail = context[-max_len:].tolist()
         for start in range(len(tail)):  # longest suffix first
             node = self.root
             for tok in tail[start:]:
