@@ -12,9 +12,10 @@ seqs_st = st.lists(st.lists(st.integers(0, 4), min_size=0, max_size=25), min_siz
 
 
 def naive_speculate(sequences, context, k, max_depth):
-    """By brute force: the longest suffix of `context` (shorter than max_depth) occurring in
-    some sequence with a token after it, how often it occurs, and the tokens that follow."""
-    tail = list(context[-(max_depth - 1):])
+    """By brute force: the longest suffix of `context` (at most max_depth - 1 - k tokens, so
+    that k tokens fit under it in the trie, and at least 1) occurring in some sequence with
+    a token after it, how often it occurs, and the tokens that follow."""
+    tail = list(context[-max(max_depth - 1 - k, 1):])
     for start in range(len(tail)):
         pattern = tail[start:]
         n = len(pattern)
