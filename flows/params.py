@@ -82,6 +82,14 @@ class FlowParams(BaseModel):
             raise ValueError(str(exc)) from exc
         return self
 
+    def check_model_folders(self) -> None:
+        """Fail fast, before any shard, where the model folders are not on this host (called
+        where the engine will run: a fan-out parent may run on a host without them)."""
+        for name in ("model", "draft_model"):
+            value = getattr(self, name)
+            if value is not None and not (Path(value).expanduser() / "config.json").is_file():
+                raise ConfigError(f"{name} {value!r}: not a model folder (no config.json) on this host")
+
     def spec_config(self) -> SpecConfig:
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min,

@@ -87,9 +87,10 @@ def record_run(staging: Staging, manifest: RunManifest) -> None:
 
 
 @task(name="ingest", task_run_name="ingest {run_id}", **IO_RETRIES)
-def ingest(db: str, staging: Staging, run_id: str, shard_ids: list[str]) -> ingest_mod.IngestReport:
-    """The only task that opens the DuckDB file for writing."""
-    report = ingest_mod.ingest(db, staging, run_id, shard_ids)
+def ingest(db: str, staging: Staging, run_id: str, shard_ids: list[str] | None,
+           dedupe: bool = False) -> ingest_mod.IngestReport:
+    """The only task that opens the DuckDB file for writing (None: every committed shard)."""
+    report = ingest_mod.ingest(db, staging, run_id, shard_ids, dedupe=dedupe)
     if report.num_shards:
         get_run_logger().info("ingested %d shard(s), %d row(s) into %s in %.2f s",
                               report.num_shards, report.num_rows, db, report.seconds)

@@ -86,7 +86,7 @@ def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, pr
     assert first["num_prompts"] == 6
     assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(6, 6)]
     assert query(db, "SELECT count(*) FROM request_stats") == [(6,)]
-    assert query(db, "SELECT shard_id, row_index, id FROM rejected_rows") == [("sub/b.parquet", 1, "b1")]
+    assert query(db, "SELECT shard_id, row_index, id FROM quarantine") == [("sub/b.parquet", 1, "b1")]
     assert query(db, "SELECT status, num_shards FROM runs") == [("completed", 2)]
     assert query(db, "SELECT count(*) FROM v_shard_acceptance") == [(2,)]
     keys = artifact_keys()
