@@ -74,8 +74,14 @@ def finish_run(run: RunContext) -> None:
     m.message = "; ".join(run.failures)[:4000] or None
     m.finished_at = t.now_iso()
     m.wall_s = time.perf_counter() - run.started
-    t.record_run(run.staging, m)
-    t.ingest(run.params.db, run.staging, run.run_id, [], dedupe=True)
+    try:
+        t.record_run(run.staging, m)
+        t.ingest(run.params.db, run.staging, run.run_id, [], dedupe=True)
+    except Exception as exc:  # retries are spent: say what is known, then fail the run
+        raise RuntimeError(
+            f"run {run.run_id}: could not record the run's end in staging {run.params.staging} or "
+            f"DuckDB after retries ({type(exc).__name__}: {exc}); shard failures: "
+            + ("; ".join(run.failures) or "none") + ". Re-run to resume.") from exc
     publish_run_artifacts(run.run_id, m, run.outcomes)
     if run.failures:
         raise RuntimeError(f"run {run.run_id}: {len(run.failures)} shard(s) failed: " + "; ".join(run.failures))
