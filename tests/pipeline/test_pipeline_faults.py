@@ -175,8 +175,9 @@ def task_run_counts(flow_run_id) -> dict[str, int]:
 
 
 def flow_kwargs(tmp_path, proxy: FlakyProxy) -> dict:
+    # The S3 server lives for the session: a run name of the test's own keeps resume out of it.
     return dict(source="s3://flaky/prompts", staging="s3://flaky/staging", db=str(tmp_path / "r.duckdb"),
-                s3_endpoint_url=proxy.endpoint, max_tokens=8, run_name="flaky")
+                s3_endpoint_url=proxy.endpoint, max_tokens=8, run_name=tmp_path.name[:60])
 
 
 @pytest.mark.slow
@@ -184,7 +185,7 @@ def test_s3_outage_is_retried_with_backoff_then_the_run_completes(tmp_path, pref
     from flows.generation import speculative_generation
 
     put_shards(flaky_s3.endpoint, 2, 3)
-    flaky_s3.outage(4.0)  # down from the first request: record-run and list-shards must wait it out
+    flaky_s3.outage(10.0)  # longer than the S3 client's own quick retries: the task must back off and retry
     state = speculative_generation(**flow_kwargs(tmp_path, flaky_s3), return_state=True)
     assert state.is_completed(), state.message
     assert flaky_s3.num_refused > 0
