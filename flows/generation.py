@@ -44,8 +44,7 @@ def speculative_generation(
     enforce_eager: bool = True,
     s3_endpoint_url: str | None = None,
     s3_region: str | None = None,
-    aws_access_key_id: str | None = None,
-    aws_secret_access_key: str | None = None,
+    s3_credentials_block: str | None = None,
 ) -> dict[str, Any]:
     """Generate completions for every prompt shard under `source` into the DuckDB file `db`.
     Parameters are those of flows.params.FlowParams (validated before any work)."""
