@@ -21,8 +21,9 @@ from tasks.staging import RunManifest, ShardManifest, Staging
 
 
 def worker_name() -> str:
-    """host:pid of this process: which worker of a pool generated a shard."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """Which worker generated a shard: SPECDEC_WORKER_NAME (set per worker, e.g. one per GPU)
+    or the host name, then the flow-run process id."""
+    return f"{os.environ.get('SPECDEC_WORKER_NAME') or socket.gethostname()}:{os.getpid()}"
 
 
 class RunContext:
