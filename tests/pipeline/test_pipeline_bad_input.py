@@ -8,6 +8,7 @@ takes a mixed set of bad shards end to end."""
 from __future__ import annotations
 
 import json
+import os
 
 import duckdb
 import pyarrow as pa
@@ -18,6 +19,7 @@ import tasks.generate as generate_mod
 from bad_input import SCHEMA, write_invalid_utf8, write_rows, write_table, write_truncated
 from flows.params import FlowParams
 from flows.synthetic import manifest_for, synthetic_results
+from pipeline_support import assert_loopback_only
 from specdec.config import ConfigError
 from tasks.ingest import ingest
 from tasks.shards import ShardInputError, ShardRef, read_shard
@@ -206,3 +208,5 @@ def test_flow_with_a_mixed_bad_shard_set_accounts_for_every_row(tmp_path, prefec
     # 3 + 8 + 3 + 2 + 0 readable input rows = 6 outputs + 10 quarantined; two shards unreadable
     assert query(db, "SELECT input_rows, output_rows, quarantined_rows, balanced, shards_unreadable, "
                      "shards_quarantined FROM v_run_accounting") == [(16, 6, 10, True, 2, 3)]
+    # vLLM's own sockets (the engine's worker processes are children of this one): loopback only
+    assert_loopback_only(os.getpid())
