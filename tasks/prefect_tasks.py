@@ -16,6 +16,7 @@ from specdec.prompts import InputError
 from specdec.types import SamplingOptions
 from tasks import ingest as ingest_mod
 from tasks import shards as shards_mod
+from tasks.db import DatabaseLockedError
 from tasks.ingest import IngestError
 from tasks.generate import ShardGeneration, generate_shard
 from tasks.shards import LoadedShard, ShardRef
@@ -26,8 +27,8 @@ def _transient(task: Any, task_run: Any, state: Any) -> bool:
     """Retry I/O hiccups, not bad input: a corrupt shard stays corrupt."""
     try:
         state.result()
-    except (InputError, IngestError, ValueError):
-        return False
+    except (InputError, IngestError, DatabaseLockedError, ValueError):
+        return False  # DatabaseLockedError: connect_for_write already waited its whole budget
     except Exception:
         return True
     return False
