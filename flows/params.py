@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig, config_hash
 from specdec.types import SamplingOptions
@@ -46,8 +46,9 @@ class FlowParams(BaseModel):
     enforce_eager: bool = True
     s3_endpoint_url: str | None = Field(None, description="default: AWS_ENDPOINT_URL[_S3]")
     s3_region: str | None = None
-    aws_access_key_id: str | None = Field(None, description="default: the AWS credential chain")
-    aws_secret_access_key: SecretStr | None = None
+    # Credentials are never parameters (Prefect shows and stores parameters): a block name.
+    s3_credentials_block: str | None = Field(
+        None, description="name of an S3Credentials block; default: the worker's AWS credential chain")
 
     @field_validator("source", "staging")
     @classmethod
@@ -82,6 +83,14 @@ class FlowParams(BaseModel):
             raise ValueError(str(exc)) from exc
         return self
 
+    def check_model_folders(self) -> None:
+        """Fail fast, before any shard, where the model folders are not on this host (called
+        where the engine will run: a fan-out parent may run on a host without them)."""
+        for name in ("model", "draft_model"):
+            value = getattr(self, name)
+            if value is not None and not (Path(value).expanduser() / "config.json").is_file():
+                raise ConfigError(f"{name} {value!r}: not a model folder (no config.json) on this host")
+
     def spec_config(self) -> SpecConfig:
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min,
@@ -99,8 +108,11 @@ class FlowParams(BaseModel):
         return SamplingOptions(self.temperature, self.top_p, self.top_k, self.seed)
 
     def s3_options(self) -> S3Options:
-        secret = self.aws_secret_access_key.get_secret_value() if self.aws_secret_access_key else None
-        return S3Options(self.s3_endpoint_url, self.s3_region, self.aws_access_key_id, secret)
+        """Endpoint and region; credentials from the block (loaded where the flow runs) or
+        the worker's environment."""
+        from flows.credentials import resolve_s3_options
+
+        return resolve_s3_options(self.s3_endpoint_url, self.s3_region, self.s3_credentials_block)
 
     def generation_config(self) -> dict[str, Any]:
         """The configuration that determines the outputs (hashed; recorded with results)."""
@@ -133,6 +145,6 @@ class FlowParams(BaseModel):
         where = config_hash({"source": source, "glob": self.shard_glob})
         return f"{self.method}-{self.config_hash()[:8]}-{where[:6]}"
 
-    def redacted(self) -> dict[str, Any]:
-        """For logs: the parameters with the secret masked (SecretStr dumps as ******)."""
-        return self.model_dump(mode="json")
+    def shareable(self) -> dict[str, Any]:
+        """Parameters for child flow runs: plain JSON, no credentials by construction."""
+        return {**self.model_dump(mode="json"), "run_name": self.run_id()}

@@ -27,10 +27,7 @@ def params_from_args(args: argparse.Namespace) -> FlowParams:
 
 
 def flow_kwargs(params: FlowParams) -> dict[str, Any]:
-    kwargs = params.model_dump()
-    secret = params.aws_secret_access_key
-    kwargs["aws_secret_access_key"] = secret.get_secret_value() if secret else None
-    return kwargs
+    return params.model_dump()
 
 
 def use_embedded_server_if_unset() -> None:

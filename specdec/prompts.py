@@ -40,6 +40,7 @@ class RejectedRow:
     index: int
     id: str | None
     reason: str
+    stage: str = "validate"  # validate (row checks) | tokenize (needs the model's tokenizer)
 
 
 def read_prompt_table(path: str | Path) -> pa.Table:
@@ -64,12 +65,13 @@ def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[R
         _check_type(table, "messages", pa.types.is_string, source)
     if "max_tokens" in names:
         _check_type(table, "max_tokens", pa.types.is_integer, source)
-    columns = {name: table.column(name).to_pylist() for name in names & {"id", "prompt", "messages", "max_tokens"}}
+    columns = {name: _cells(table, name) for name in names & {"id", "prompt", "messages", "max_tokens"}}
     valid: list[PromptRow] = []
     rejected: list[RejectedRow] = []
     seen: set[str] = set()
     for i in range(table.num_rows):
         row_id = columns["id"][i]
+        row_id = row_id if isinstance(row_id, str) else None  # undecodable ids are reported as null
         try:
             row = _validate_row(i, columns, seen)
         except InputError as exc:
@@ -86,7 +88,35 @@ def _check_type(table: pa.Table, name: str, predicate: Any, source: str) -> None
         raise InputError(f"{source}: column {name!r} has type {col_type}, expected the usual type")
 
 
+@dataclasses.dataclass(frozen=True)
+class InvalidText:
+    """A string cell whose bytes are not valid UTF-8 (e.g. an encoded lone surrogate)."""
+
+    reason: str
+
+
+def _cells(table: pa.Table, name: str) -> list[Any]:
+    """A column's values; string cells are decoded one by one so that one cell of invalid
+    UTF-8 rejects its row instead of the whole column (pyarrow decodes columns at once)."""
+    column = table.column(name)
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column.to_pylist()
+    raw = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+    return [None if b is None else _decode(b) for b in raw.to_pylist()]
+
+
+def _decode(data: bytes) -> str | InvalidText:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return InvalidText(f"invalid UTF-8 at byte {exc.start}: {data[exc.start:exc.start + 4]!r}")
+
+
 def _validate_row(i: int, columns: dict[str, list[Any]], seen: set[str]) -> PromptRow:
+    for name in ("id", "prompt", "messages"):
+        cell = columns[name][i] if name in columns else None
+        if isinstance(cell, InvalidText):
+            raise InputError(f"{name}: {cell.reason}")
     row_id = columns["id"][i]
     if row_id is None or row_id == "":
         raise InputError("null or empty id")
@@ -94,10 +124,10 @@ def _validate_row(i: int, columns: dict[str, list[Any]], seen: set[str]) -> Prom
         raise InputError(f"duplicate id {row_id!r}")
     prompt = columns["prompt"][i]
     messages = _parse_messages(columns["messages"][i]) if "messages" in columns else None
-    if messages is None and (prompt is None or prompt == ""):
-        raise InputError("null or empty prompt")
+    if messages is None and (prompt is None or not prompt.strip()):
+        raise InputError("null or empty prompt")  # blank (whitespace only) counts as empty
     max_tokens = columns["max_tokens"][i] if "max_tokens" in columns else None
-    if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:  # the model length is checked later
         raise InputError(f"max_tokens={max_tokens} outside [1, {MAX_TOKENS_LIMIT}]")
     return PromptRow(i, row_id, prompt, messages, max_tokens)
 

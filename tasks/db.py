@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -77,11 +80,44 @@ def _apply(con: duckdb.DuckDBPyConnection, name: str, kind: str, text: str, dige
         raise
 
 
-def connect_for_write(db: str | Path) -> duckdb.DuckDBPyConnection:
-    """The writer connection (ingest only): creates the file and brings the schema up to date."""
+class DatabaseLockedError(RuntimeError):
+    """Another process kept the DuckDB file locked for longer than the wait budget."""
+
+
+# How long ingest waits for another process (a notebook, `duckdb` CLI, a second run) to let
+# go of the file before giving up; DuckDB allows one writer process and never queues.
+LOCK_WAIT_S = float(os.environ.get("SPECDEC_DB_LOCK_WAIT_S", "600"))
+
+
+def connect_for_write(db: str | Path, wait_s: float | None = None,
+                      on_wait: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
+    """The writer connection (ingest only): creates the file and brings the schema up to date.
+
+    While another process holds the file, retries with backoff (1 s doubling to 30 s) for
+    `wait_s` (default LOCK_WAIT_S), reporting each wait through `on_wait`. The lock is taken
+    before anything is read or written, so waiting never touches the file's contents."""
     path = Path(db)
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path))
+    budget = LOCK_WAIT_S if wait_s is None else wait_s
+    deadline, delay = time.monotonic() + budget, 1.0
+    while True:
+        try:
+            con = duckdb.connect(str(path))
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DatabaseLockedError(
+                    f"DuckDB file {path} is still locked by another process after {budget:.0f} s; "
+                    f"close the other connection and re-run (nothing was written): {exc}") from exc
+            pause = min(delay, left)
+            if on_wait:
+                on_wait(f"DuckDB file {path} is locked by another process; retrying in {pause:.1f} s "
+                        f"({left:.0f} s left): {exc}")
+            time.sleep(pause)
+            delay = min(delay * 2, 30.0)
     migrate(con)
     return con
 

@@ -69,13 +69,19 @@ def build_requests(shard: LoadedShard, tokenizer: Any, max_tokens: int, max_mode
         try:
             requests.extend(to_requests([row], tokenizer, max_tokens, max_model_len, source))
         except InputError as exc:
-            rejected.append(RejectedRow(row.index, row.id, str(exc)))
+            rejected.append(RejectedRow(row.index, row.id, str(exc), "tokenize"))
+        except Exception as exc:  # e.g. a chat template refusing the turns: that row only, never the batch
+            reason = f"{source}: row {row.index} (id={row.id!r}): cannot tokenize: {type(exc).__name__}: {exc}"
+            rejected.append(RejectedRow(row.index, row.id, reason, "tokenize"))
     return requests, rejected
 
 
 def generate_shard(shard: LoadedShard, engine_cfg: EngineConfig, spec: SpecConfig,
                    sampling: SamplingOptions, max_tokens: int, config: dict[str, Any],
                    config_hash: str) -> ShardGeneration:
+    if not shard.rows:  # zero-row shard, or every row rejected: no engine needed
+        table = results_to_table([], spec.method, config_hash, config)
+        return ShardGeneration(table, ShardStats.aggregate([]), list(shard.rejected), 0.0, 0.0)
     engine, engine_start_s = get_engine(engine_cfg, spec)
     requests, rejected = build_requests(shard, engine.tokenizer, max_tokens, engine_cfg.max_model_len)
     started = time.perf_counter()

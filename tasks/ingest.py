@@ -21,12 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.db import connect_for_write, load_sql
-from tasks.staging import RunManifest, ShardManifest, Staging
+from tasks.staging import RunManifest, ShardManifest, Staging, StagingIntegrityError
 
 log = logging.getLogger(__name__)
 
-SHARD_TABLES = ("outputs", "request_stats", "position_stats", "rejected_rows", "shards")
-REJECTED_SCHEMA = pa.schema([("row_index", pa.int32()), ("id", pa.string()), ("reason", pa.string())])
+SHARD_TABLES = ("outputs", "request_stats", "position_stats", "quarantine", "shards")
+QUARANTINE_SCHEMA = pa.schema([("row_index", pa.int32()), ("id", pa.string()), ("stage", pa.string()),
+                               ("reason", pa.string()), ("num_rows", pa.int64())])
 
 
 class IngestError(RuntimeError):
@@ -38,6 +39,7 @@ class IngestReport:
     num_shards: int = 0
     num_skipped: int = 0
     num_rows: int = 0
+    num_duplicates: int = 0
     seconds: float = 0.0
 
     @property
@@ -45,11 +47,13 @@ class IngestReport:
         return self.num_rows / self.seconds if self.seconds > 0 else 0.0
 
 
-def ingest(db: str, staging: Staging, run_id: str, shard_ids: Iterable[str] | None = None) -> IngestReport:
-    """Ingest the run record and the given (default: all committed) shards of a run."""
+def ingest(db: str, staging: Staging, run_id: str, shard_ids: Iterable[str] | None = None,
+           dedupe: bool = False) -> IngestReport:
+    """Ingest the run record and the given (default: all committed) shards of a run.
+    `dedupe` (at the end of a run): quarantine ids that an earlier shard of the run already output."""
     started = time.perf_counter()
     report = IngestReport()
-    con = connect_for_write(db)
+    con = connect_for_write(db, on_wait=lambda msg: log.warning("%s", msg))
     try:
         run = staging.read_run(run_id)
         if run is not None:
@@ -63,6 +67,8 @@ def ingest(db: str, staging: Staging, run_id: str, shard_ids: Iterable[str] | No
             report.num_shards += rows is not None
             report.num_skipped += rows is None
             report.num_rows += rows or 0
+        if dedupe:
+            report.num_duplicates = quarantine_cross_shard_duplicates(con, run_id)
     finally:
         con.close()
     report.seconds = time.perf_counter() - started
@@ -88,10 +94,10 @@ def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: Sha
     if state == (m.fingerprint, m.config_hash, wanted):
         return None
     started = time.perf_counter()
-    results = staging.read_results(m.run_id, m.shard_id) if m.status == "generated" else None
+    results = _read_results(staging, m) if m.status == "generated" else None
     if results is not None:
         _check_results(m, results)
-    rejected = pa.Table.from_pylist(m.rejected, schema=REJECTED_SCHEMA)
+    quarantined = pa.Table.from_pylist([_quarantine_row(r) for r in m.rejected], schema=QUARANTINE_SCHEMA)
     con.execute("BEGIN TRANSACTION")
     try:
         for table in SHARD_TABLES:
@@ -100,20 +106,53 @@ def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: Sha
             con.register("staged_results", results)
             for query in ("insert_outputs", "insert_request_stats", "insert_position_stats"):
                 con.execute(load_sql(query), [m.run_id, m.shard_id])
-        con.register("staged_rejected", rejected)
-        con.execute(load_sql("insert_rejected_rows"), [m.run_id, m.shard_id])
+        con.register("staged_quarantine", quarantined)
+        con.execute(load_sql("insert_quarantine"), [m.run_id, m.shard_id])
         _insert_shard_row(con, m, wanted, time.perf_counter() - started)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     finally:
-        for name in ("staged_results", "staged_rejected"):
+        for name in ("staged_results", "staged_quarantine"):
             try:
                 con.unregister(name)
             except duckdb.Error:
                 pass
     return 0 if results is None else results.num_rows
+
+
+def quarantine_cross_shard_duplicates(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    """Move outputs whose id an earlier shard (by shard_id) of the run also output into
+    quarantine, in one transaction; returns how many. Deterministic whatever the order in
+    which shards were generated or ingested (many workers)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        before = con.execute("SELECT count(*) FROM outputs WHERE run_id = ?", [run_id]).fetchone()[0]
+        con.execute(load_sql("quarantine_cross_shard_duplicates"), [run_id, run_id])
+        con.execute(load_sql("delete_duplicate_request_stats"), [run_id, run_id])
+        con.execute(load_sql("delete_duplicate_outputs"), [run_id, run_id])
+        after = con.execute("SELECT count(*) FROM outputs WHERE run_id = ?", [run_id]).fetchone()[0]
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    if before != after:
+        log.warning("run %s: %d output(s) quarantined as duplicates of ids in earlier shards", run_id, before - after)
+    return before - after
+
+
+def _quarantine_row(entry: dict) -> dict:
+    """A staged quarantine entry; manifests written before stages existed hold row rejections."""
+    return {"row_index": entry.get("row_index"), "id": entry.get("id"), "stage": entry.get("stage", "validate"),
+            "reason": entry["reason"], "num_rows": entry.get("num_rows", 1)}
+
+
+def _read_results(staging: Staging, m: ShardManifest) -> pa.Table:
+    try:
+        return staging.read_results(m.run_id, m.shard_id, m.results_sha256 or None)
+    except (StagingIntegrityError, pa.ArrowInvalid) as exc:
+        raise IngestError(f"run {m.run_id} shard {m.shard_id}: staged results unusable, not ingested: {exc}") from exc
 
 
 def _check_results(m: ShardManifest, results: pa.Table) -> None:
@@ -134,6 +173,7 @@ def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: 
             m.num_prompts, m.num_rejected, s.get("num_output_tokens", 0), s.get("num_steps", 0),
             s.get("num_drafts", 0), s.get("num_draft_tokens", 0), s.get("num_accepted_tokens", 0),
             m.read_s, m.engine_start_s, m.generate_s, m.stage_s, ingest_s, _ts(m.generated_at),
+            m.num_input_rows, m.worker,
         ],
     )
 

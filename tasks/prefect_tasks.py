@@ -16,6 +16,7 @@ from specdec.prompts import InputError
 from specdec.types import SamplingOptions
 from tasks import ingest as ingest_mod
 from tasks import shards as shards_mod
+from tasks.db import DatabaseLockedError
 from tasks.ingest import IngestError
 from tasks.generate import ShardGeneration, generate_shard
 from tasks.shards import LoadedShard, ShardRef
@@ -26,8 +27,8 @@ def _transient(task: Any, task_run: Any, state: Any) -> bool:
     """Retry I/O hiccups, not bad input: a corrupt shard stays corrupt."""
     try:
         state.result()
-    except (InputError, IngestError, ValueError):
-        return False
+    except (InputError, IngestError, DatabaseLockedError, ValueError):
+        return False  # DatabaseLockedError: connect_for_write already waited its whole budget
     except Exception:
         return True
     return False
@@ -87,9 +88,10 @@ def record_run(staging: Staging, manifest: RunManifest) -> None:
 
 
 @task(name="ingest", task_run_name="ingest {run_id}", **IO_RETRIES)
-def ingest(db: str, staging: Staging, run_id: str, shard_ids: list[str]) -> ingest_mod.IngestReport:
-    """The only task that opens the DuckDB file for writing."""
-    report = ingest_mod.ingest(db, staging, run_id, shard_ids)
+def ingest(db: str, staging: Staging, run_id: str, shard_ids: list[str] | None,
+           dedupe: bool = False) -> ingest_mod.IngestReport:
+    """The only task that opens the DuckDB file for writing (None: every committed shard)."""
+    report = ingest_mod.ingest(db, staging, run_id, shard_ids, dedupe=dedupe)
     if report.num_shards:
         get_run_logger().info("ingested %d shard(s), %d row(s) into %s in %.2f s",
                               report.num_shards, report.num_rows, db, report.seconds)

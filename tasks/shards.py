@@ -29,6 +29,16 @@ class LoadedShard:
     rows: list[PromptRow]
     rejected: list[RejectedRow]
     read_s: float
+    num_input_rows: int = 0
+
+
+class ShardInputError(InputError):
+    """The whole shard is unusable (unreadable, missing or mistyped columns); the message
+    names it. `num_input_rows` is its row count when the file could be read."""
+
+    def __init__(self, message: str, num_input_rows: int | None = None) -> None:
+        super().__init__(message)
+        self.num_input_rows = num_input_rows
 
 
 def list_shards(source: str, shard_glob: str, s3: S3Options | None = None) -> list[ShardRef]:
@@ -58,6 +68,9 @@ def read_shard(ref: ShardRef, source: str, s3: S3Options | None = None) -> Loade
     try:
         table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"shard {ref.uri}: cannot read as Parquet: {exc}") from exc
-    rows, rejected = validate_rows(table, f"shard {ref.uri}")
-    return LoadedShard(ref, fingerprint, rows, rejected, time.perf_counter() - started)
+        raise ShardInputError(f"shard {ref.uri}: cannot read as Parquet: {exc}") from exc
+    try:
+        rows, rejected = validate_rows(table, f"shard {ref.uri}")
+    except InputError as exc:
+        raise ShardInputError(str(exc), table.num_rows) from exc
+    return LoadedShard(ref, fingerprint, rows, rejected, time.perf_counter() - started, table.num_rows)

@@ -9,6 +9,7 @@ generated again. Ingest reads only committed shards.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import time
@@ -41,7 +42,11 @@ class ShardManifest:
     generate_s: float = 0.0
     stage_s: float = 0.0
     generated_at: str | None = None
+    # Quarantined input: {"row_index", "id", "stage", "reason", "num_rows"} per entry.
     rejected: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    num_input_rows: int | None = None  # rows in the prompt shard; None when unreadable
+    worker: str | None = None  # host:pid that generated it
+    results_sha256: str = ""  # of results.parquet: ingest refuses a file that is not the committed one
 
     def matches(self, fingerprint: str, config_hash: str) -> bool:
         return self.fingerprint == fingerprint and self.config_hash == config_hash
@@ -65,6 +70,10 @@ class RunManifest:
     message: str | None = None
 
 
+class StagingIntegrityError(RuntimeError):
+    """A staged file does not match its committed manifest (partial or replaced)."""
+
+
 def shard_key(shard_id: str) -> str:
     """Folder name for a shard id (a relative path inside the source)."""
     return shard_id.replace("/", "__")
@@ -86,11 +95,14 @@ class Staging:
         marker = storage.join(folder, "manifest.json")
         if storage.exists(self.fs, marker):
             self.fs.delete_file(marker)
+        digest = ""
         if results is not None:
             buf = io.BytesIO()
             pq.write_table(results, buf)
-            storage.write_bytes_atomically(self.fs, storage.join(folder, "results.parquet"), buf.getvalue())
-        manifest = dataclasses.replace(manifest, stage_s=time.perf_counter() - started)
+            data = buf.getvalue()
+            digest = hashlib.sha256(data).hexdigest()
+            storage.write_bytes_atomically(self.fs, storage.join(folder, "results.parquet"), data)
+        manifest = dataclasses.replace(manifest, stage_s=time.perf_counter() - started, results_sha256=digest)
         data = json.dumps(dataclasses.asdict(manifest), sort_keys=True).encode()
         storage.write_bytes_atomically(self.fs, marker, data)
         return manifest
@@ -103,9 +115,12 @@ class Staging:
             return None
         return ShardManifest(**json.loads(raw))
 
-    def read_results(self, run_id: str, shard_id: str) -> pa.Table:
+    def read_results(self, run_id: str, shard_id: str, expected_sha256: str | None = None) -> pa.Table:
         path = storage.join(self._shard_dir(run_id, shard_id), "results.parquet")
-        return pq.read_table(pa.BufferReader(storage.read_bytes(self.fs, path)))
+        data = storage.read_bytes(self.fs, path)
+        if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+            raise StagingIntegrityError(f"{path}: {len(data)} bytes that are not the committed results")
+        return pq.read_table(pa.BufferReader(data))
 
     def committed_shard_ids(self, run_id: str) -> list[str]:
         base = storage.join(self.root, run_id, "shards")

@@ -98,6 +98,22 @@ def prefect_api(prefect_server) -> Iterator[str]:
         QueueService.drain_all(timeout=15)
 
 
+@pytest.fixture
+def echo_engine(monkeypatch) -> list[int]:
+    """Generation by EchoEngine (see echo_engine.py); returns the list of engine requests."""
+    import tasks.generate as generate_mod
+    from echo_engine import EchoEngine
+
+    starts: list[int] = []
+
+    def get_engine(engine_cfg, spec):
+        starts.append(1)
+        return EchoEngine(), 0.0
+
+    monkeypatch.setattr(generate_mod, "get_engine", get_engine)
+    return starts
+
+
 @pytest.fixture(scope="session")
 def make_bucket():
     """`make_bucket(endpoint, name)`: create a bucket on the local S3 endpoint."""

@@ -45,3 +45,27 @@ def stop(proc: subprocess.Popen, signals=(signal.SIGINT,), timeout: float = 20) 
     if proc.poll() is None:
         proc.kill()
         proc.wait(10)
+
+
+def listening_addresses(root_pid: int) -> dict[tuple[int, str], str]:
+    """{(pid, process name): "ip:port"} of every listening TCP socket of `root_pid` and its
+    descendants: the servers a test started."""
+    import psutil
+
+    root = psutil.Process(root_pid)
+    found: dict[tuple[int, str], str] = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    found[(proc.pid, f"{proc.name()}:{conn.laddr.port}")] = conn.laddr.ip
+        except psutil.Error:  # exited meanwhile
+            continue
+    return found
+
+
+def assert_loopback_only(root_pid: int) -> dict[tuple[int, str], str]:
+    found = listening_addresses(root_pid)
+    exposed = {k: ip for k, ip in found.items() if ip not in ("127.0.0.1", "::1")}
+    assert not exposed, f"servers listening beyond 127.0.0.1: {exposed}"
+    return found

@@ -73,6 +73,8 @@ def check_results(db: Path, num_prompts: int, num_shards: int, engine_starts: in
     assert query(db, "SELECT count(*) FROM request_stats WHERE num_steps > 0 AND num_output_tokens > 0") == [(num_prompts,)]
     assert query(db, "SELECT count(*) FROM outputs o ANTI JOIN request_stats r USING (run_id, shard_id, id)") == [(0,)]
     assert query(db, "SELECT status, shards_done, num_prompts FROM v_run_summary") == [("completed", num_shards, num_prompts)]
+    assert query(db, "SELECT input_rows, output_rows, quarantined_rows, balanced FROM v_run_accounting") == [
+        (num_prompts, num_prompts, 0, True)]
     assert query(db, "SELECT count(*) FROM v_shard_acceptance WHERE tokens_per_s > 0") == [(num_shards,)]
     for view in ("v_acceptance_by_position", "v_k_usage"):
         assert query(db, f"SELECT count(*) FROM {view}")[0][0] > 0, view

@@ -10,45 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import tasks.generate as generate_mod
 from flows.generation import speculative_generation
-from specdec.stats import RequestStats
-from specdec.types import GenerationResult
 
 pytestmark = pytest.mark.slow  # starts the session's Prefect server
-
-
-class EchoTokenizer:
-    def encode(self, text: str) -> list[int]:
-        return list(text.encode())[:64]
-
-
-class EchoEngine:
-    """Stands in for VllmEngine: 'completes' a prompt with its first max_tokens tokens."""
-
-    tokenizer = EchoTokenizer()
-
-    def generate(self, requests, sampling, batch_size=None, show_progress=False):
-        out = []
-        for r in requests:
-            ids = list(r.prompt_token_ids[: r.max_tokens])
-            n = len(ids)
-            stats = RequestStats(n, max(1, n // 2), n // 2, 2 * (n // 2), n - max(1, n // 2),
-                                 [n // 2, n - max(1, n // 2) - n // 2], [0, 0, n // 2], 0)
-            out.append(GenerationResult(r.id, bytes(ids).decode(errors="replace"), ids, "length", stats))
-        return out
-
-
-@pytest.fixture
-def echo_engine(monkeypatch) -> list[int]:
-    starts: list[int] = []
-
-    def get_engine(engine_cfg, spec):
-        starts.append(1)
-        return EchoEngine(), 0.0
-
-    monkeypatch.setattr(generate_mod, "get_engine", get_engine)
-    return starts
 
 
 def write(path, rows) -> None:
@@ -86,7 +50,7 @@ def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, pr
     assert first["num_prompts"] == 6
     assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(6, 6)]
     assert query(db, "SELECT count(*) FROM request_stats") == [(6,)]
-    assert query(db, "SELECT shard_id, row_index, id FROM rejected_rows") == [("sub/b.parquet", 1, "b1")]
+    assert query(db, "SELECT shard_id, row_index, id FROM quarantine") == [("sub/b.parquet", 1, "b1")]
     assert query(db, "SELECT status, num_shards FROM runs") == [("completed", 2)]
     assert query(db, "SELECT count(*) FROM v_shard_acceptance") == [(2,)]
     keys = artifact_keys()
@@ -120,6 +84,10 @@ def test_invalid_parameters_fail_before_any_work(tmp_path, prefect_api, echo_eng
         run(tmp_path, k_max=0)
     with pytest.raises(Exception, match="ngram_min"):
         run(tmp_path, ngram_min=3, ngram_max=2)
+    with pytest.raises(Exception, match="method"):
+        run(tmp_path, method="medusa")
+    with pytest.raises(Exception, match="not a model folder"):
+        run(tmp_path, model=str(tmp_path / "no-such-model"))
     with pytest.raises(Exception, match="not an existing folder"):
         speculative_generation(source=str(tmp_path / "missing"), db=str(tmp_path / "r.duckdb"))
     assert not (tmp_path / "r.duckdb").exists() and not echo_engine

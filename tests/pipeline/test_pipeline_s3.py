@@ -54,18 +54,22 @@ def test_staging_on_s3_ingests_into_local_duckdb(bucket, tmp_db):
     assert ingest(str(tmp_db), staging, "r1").num_skipped == 1
 
 
-def test_endpoint_from_parameters_and_secret_never_recorded(s3_server, make_bucket, monkeypatch, tmp_path):
+def test_endpoint_from_parameters_credentials_from_a_block_never_recorded(
+        s3_server, make_bucket, monkeypatch, tmp_path, prefect_api):
+    from flows.credentials import S3Credentials
+
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
+    S3Credentials(access_key_id="AKIDTEST", secret_access_key="very-secret-value").save("s3-test-creds", overwrite=True)
     params = FlowParams(source="s3://prompts/set", db=str(tmp_path / "r.duckdb"),
-                        s3_endpoint_url=s3_server, aws_access_key_id="AKIDTEST",
-                        aws_secret_access_key="very-secret-value")
+                        s3_endpoint_url=s3_server, s3_credentials_block="s3-test-creds")
     opts = params.s3_options()
+    assert (opts.access_key_id, opts.secret_access_key) == ("AKIDTEST", "very-secret-value")
     make_bucket(s3_server, "params-bucket")
     fs, root = storage.filesystem("s3://params-bucket/x", opts)
     assert root == "params-bucket/x"
     storage.write_bytes_atomically(fs, "params-bucket/x/hello", b"hi")
     assert storage.read_bytes(fs, "params-bucket/x/hello") == b"hi"
-    for text in (repr(opts), repr(params), str(params.recorded_config()), str(params.redacted())):
+    for text in (repr(opts), repr(params), str(params.recorded_config()), str(params.shareable())):
         assert "very-secret-value" not in text
     assert isinstance(opts, S3Options) and opts.public_dict()["endpoint_url"] == s3_server

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tasks.db import MigrationError, SQL_DIR, connect_for_write, migrate
+from tasks.db import MigrationError, SQL_DIR, _apply, _checksum, connect_for_write, migrate
 
 GOLDEN = Path(__file__).with_name("golden_schema.txt")
 
@@ -63,3 +63,17 @@ def test_every_sql_file_holds_one_statement():
     for path in SQL_DIR.rglob("*.sql"):
         statements = [s for s in duckdb.extract_statements(path.read_text())]
         assert len(statements) == 1, path.name
+
+
+def test_rejected_rows_of_an_older_database_move_into_quarantine(tmp_db):
+    con = duckdb.connect(str(tmp_db))
+    con.execute((SQL_DIR / "bookkeeping/schema_migrations.sql").read_text())
+    for path in sorted((SQL_DIR / "migrations").glob("*.sql")):
+        if path.stem >= "0008":  # a database from before the quarantine table
+            break
+        _apply(con, path.stem, "migration", path.read_text(), _checksum(path.read_text()))
+    con.execute("INSERT INTO rejected_rows VALUES ('r1', 'a.parquet', 3, 'x', 'null or empty prompt')")
+    migrate(con)
+    assert con.execute("SELECT run_id, shard_id, row_index, id, stage, reason, num_rows FROM quarantine").fetchall() == [
+        ("r1", "a.parquet", 3, "x", "validate", "null or empty prompt", 1)]
+    assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'rejected_rows'").fetchone() == (0,)

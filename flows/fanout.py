@@ -1,0 +1,114 @@
+"""Scale-out: one run over many workers through a Prefect work pool.
+
+The parent flow `speculative-generation-fanout` lists the run's shards, splits them into
+groups and submits each group as a child flow run of a deployment of
+`speculative-generation-shards` (`run_deployment`): any worker of that deployment's pool (e.g.
+one per GPU host on pool `gpu`) picks a group, generates it with its own engine and stages the
+results (a shared S3 prefix). Workers never open DuckDB: when every group has finished, the
+parent ingests the staged shards once. A shard is staged by exactly one group, and re-running
+the parent resumes (staged shards whose content and config match are not generated again).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_client, get_run_logger
+from prefect.deployments import run_deployment
+
+from flows.generation import finish_run
+from flows.params import FlowParams
+from flows.shard_run import RunContext, process_shards, summary, worker_name
+from tasks import prefect_tasks as t
+from tasks.shards import ShardRef
+
+SHARD_FLOW = "speculative-generation-shards"
+
+
+def split_into_groups(refs: list[ShardRef], num_groups: int) -> list[list[ShardRef]]:
+    """Round-robin, so groups differ by at most one shard; no empty groups."""
+    n = max(1, min(num_groups, len(refs)))
+    return [refs[i::n] for i in range(n)]
+
+
+@flow(name=SHARD_FLOW, log_prints=False)
+def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -> dict[str, Any]:
+    """Child flow: generate and stage the given shards of a run (no DuckDB here).
+    `params`: FlowParams fields as JSON (no credentials); `shards`: [{"shard_id", "uri"}]."""
+    p = FlowParams(**params)
+    p.check_model_folders()
+    run = RunContext(p)
+    refs = [ShardRef(s["shard_id"], s["uri"]) for s in shards]
+    get_run_logger().info("run %s: %d shard(s) on worker %s (code: %s)", run.run_id, len(refs),
+                          worker_name(), __file__)
+    process_shards(run, refs, ingest_each=False)
+    return {"worker": worker_name(), "shards": [r.shard_id for r in refs], "failures": run.failures}
+
+
+@flow(name="speculative-generation-fanout", log_prints=False)
+def speculative_generation_fanout(
+    source: str,
+    num_groups: int = 2,
+    shard_deployment: str = f"{SHARD_FLOW}/gpu-shards",
+    db: str = "out/specdec.duckdb",
+    staging: str = "out/staging",
+    run_name: str | None = None,
+    options: dict[str, Any] | None = None,
+    group_timeout_s: float = 24 * 3600.0,
+) -> dict[str, Any]:
+    """Split the shards under `source` into `num_groups` child flow runs of `shard_deployment`,
+    wait for them, then ingest everything once. `options`: the other FlowParams fields
+    (method, max_tokens, ...). `source` and `staging` must be shared by every worker (S3)."""
+    params = FlowParams(source=source, db=db, staging=staging, run_name=run_name, **(options or {}))
+    logger = get_run_logger()
+    run = RunContext(params)
+    t.record_run(run.staging, run.manifest)
+    refs = t.list_shards(params.source, params.shard_glob, run.s3)
+    run.manifest.num_shards = len(refs)
+    groups = split_into_groups(refs, num_groups)
+    child_params = params.shareable()
+    children = []
+    for i, group in enumerate(groups):
+        child = run_deployment(
+            shard_deployment, timeout=0, flow_run_name=f"{run.run_id}-group-{i + 1}-of-{len(groups)}",
+            parameters={"params": child_params, "shards": [{"shard_id": r.shard_id, "uri": r.uri} for r in group]},
+        )
+        logger.info("group %d/%d (%d shard(s)) -> flow run %s", i + 1, len(groups), len(group), child.name)
+        children.append(child.id)
+    states = _wait_for(children, group_timeout_s)
+    for child_id, state in states.items():
+        if state != "COMPLETED":
+            run.failures.append(f"child flow run {child_id} ended {state}")
+    _collect(run, refs)
+    t.ingest(params.db, run.staging, run.run_id, [m.shard_id for m in run.outcomes])
+    finish_run(run)
+    return {**summary(run, len(refs)), "groups": [[r.shard_id for r in g] for g in groups]}
+
+
+def _wait_for(flow_run_ids: list, timeout_s: float, poll_s: float = 2.0) -> dict[Any, str]:
+    """Final state type of each child flow run (or the last seen one at the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    states: dict[Any, str] = {}
+    with get_client(sync_client=True) as client:
+        while True:
+            for fid in flow_run_ids:
+                state = client.read_flow_run(fid).state
+                states[fid] = state.type.value if state else "PENDING"
+            finals = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+            if all(s in finals for s in states.values()) or time.monotonic() > deadline:
+                return states
+            time.sleep(poll_s)
+
+
+def _collect(run: RunContext, refs: list[ShardRef]) -> None:
+    """Every shard's committed outcome from staging; a shard without one was not processed."""
+    for ref in refs:
+        manifest = run.staging.read_manifest(run.run_id, ref.shard_id)
+        if manifest is None:
+            run.failures.append(f"{ref.shard_id}: no staged result (its group did not finish)")
+            continue
+        run.outcomes.append(manifest)
+        if manifest.status != "generated":
+            run.failures.append(f"{ref.shard_id}: {manifest.error}")
+        run.manifest.engine_start_s = (run.manifest.engine_start_s or 0.0) + manifest.engine_start_s

@@ -1,0 +1,121 @@
+"""One run's shard work, shared by the single-process flow and the fan-out child flows:
+read + validate -> generate -> stage; every outcome (done, quarantined shard, failure) is
+staged as a committed manifest, so the one ingest step sees every shard exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.runtime import flow_run
+
+from flows.params import FlowParams
+from tasks import prefect_tasks as t
+from tasks.generate import ShardGeneration
+from tasks.shards import LoadedShard, ShardInputError, ShardRef
+from tasks.staging import RunManifest, ShardManifest, Staging
+
+
+def worker_name() -> str:
+    """Which worker generated a shard: SPECDEC_WORKER_NAME (set per worker, e.g. one per GPU)
+    or the host name, then the flow-run process id."""
+    return f"{os.environ.get('SPECDEC_WORKER_NAME') or socket.gethostname()}:{os.getpid()}"
+
+
+class RunContext:
+    """State of one flow run: parameters, staging, timings, shard outcomes."""
+
+    def __init__(self, params: FlowParams) -> None:
+        self.params = params
+        self.run_id = params.run_id()
+        self.config = params.generation_config()
+        self.config_hash = params.config_hash()
+        self.s3 = params.s3_options()
+        self.staging = Staging(params.staging, self.s3)
+        self.started = time.perf_counter()
+        self.manifest = RunManifest(
+            run_id=self.run_id, run_name=params.run_name, flow_run_id=current_flow_run_id(),
+            source=params.source, method=params.method, config_hash=self.config_hash,
+            config=params.recorded_config(), status="running", started_at=t.now_iso(),
+            engine_start_s=0.0,
+        )
+        self.outcomes: list[ShardManifest] = []
+        self.failures: list[str] = []
+
+
+def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> None:
+    """Every shard gets an outcome; one bad shard never stops the others."""
+    logger = get_run_logger()
+    for ref in refs:
+        try:
+            run.outcomes.append(process_shard(run, ref, ingest_each))
+        except Exception as exc:
+            logger.error("shard %s failed: %s", ref.shard_id, exc)
+            run.failures.append(f"{ref.shard_id}: {exc}")
+            record_failure(run, ref, exc, ingest_each)
+
+
+def process_shard(run: RunContext, ref: ShardRef, ingest_each: bool) -> ShardManifest:
+    shard = t.read_shard(ref, run.params.source, run.s3)
+    staged = run.staging.read_manifest(run.run_id, ref.shard_id)
+    if staged and staged.status == "generated" and staged.matches(shard.fingerprint, run.config_hash):
+        get_run_logger().info("shard %s: already generated with this content and config; skipped", ref.shard_id)
+    else:
+        p = run.params
+        out = t.generate(shard, p.engine_config(), p.spec_config(), p.sampling(), p.max_tokens,
+                         run.config, run.config_hash)
+        run.manifest.engine_start_s = (run.manifest.engine_start_s or 0.0) + out.engine_start_s
+        staged = t.stage_shard(run.staging, shard_manifest(run, shard, out), out.results)
+    if ingest_each:
+        t.record_run(run.staging, run.manifest)
+        t.ingest(run.params.db, run.staging, run.run_id, [ref.shard_id])
+    return staged
+
+
+def shard_manifest(run: RunContext, shard: LoadedShard, out: ShardGeneration) -> ShardManifest:
+    return ShardManifest(
+        run_id=run.run_id, shard_id=shard.ref.shard_id, source_path=shard.ref.uri,
+        fingerprint=shard.fingerprint, config_hash=run.config_hash, status="generated",
+        num_prompts=out.results.num_rows, num_rejected=len(out.rejected), stats=out.stats.to_dict(),
+        read_s=shard.read_s, engine_start_s=out.engine_start_s, generate_s=out.generate_s,
+        generated_at=t.now_iso(), num_input_rows=shard.num_input_rows, worker=worker_name(),
+        rejected=[{"row_index": r.index, "id": r.id, "stage": r.stage, "reason": r.reason, "num_rows": 1}
+                  for r in out.rejected],
+    )
+
+
+def record_failure(run: RunContext, ref: ShardRef, exc: Exception, ingest_each: bool) -> None:
+    """Stage a failed shard's manifest. Bad input (ShardInputError) quarantines the whole
+    shard with its row count; other failures (engine, storage) leave the count unknown."""
+    quarantine = []
+    num_input_rows = None
+    if isinstance(exc, ShardInputError):
+        num_input_rows = exc.num_input_rows
+        quarantine = [{"row_index": None, "id": None, "stage": "read", "reason": str(exc)[:2000],
+                       "num_rows": exc.num_input_rows}]
+    manifest = ShardManifest(
+        run_id=run.run_id, shard_id=ref.shard_id, source_path=ref.uri, fingerprint="",
+        config_hash=run.config_hash, status="failed", error=str(exc)[:2000], generated_at=t.now_iso(),
+        rejected=quarantine, num_rejected=num_input_rows or 0, num_input_rows=num_input_rows,
+        worker=worker_name(),
+    )
+    try:
+        run.outcomes.append(t.stage_shard(run.staging, manifest, None))
+        if ingest_each:
+            t.ingest(run.params.db, run.staging, run.run_id, [ref.shard_id])
+    except Exception as inner:  # the failure itself is already in the log and the run status
+        get_run_logger().error("could not record the failure of shard %s: %s", ref.shard_id, inner)
+
+
+def current_flow_run_id() -> str | None:
+    value = flow_run.get_id()
+    return str(value) if value else None
+
+
+def summary(run: RunContext, num_shards: int) -> dict[str, Any]:
+    return {"run_id": run.run_id, "num_shards": num_shards,
+            "num_prompts": sum(m.num_prompts for m in run.outcomes if m.status == "generated")}
