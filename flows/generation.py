@@ -32,6 +32,8 @@ def speculative_generation(
     ngram_min: int = 2,
     ngram_max: int = 5,
     draft_model: str | None = None,
+    budget: bool = True,
+    cache_file: str | None = None,
     max_tokens: int = 128,
     temperature: float = 0.0,
     top_p: float = 1.0,

@@ -34,6 +34,9 @@ class FlowParams(BaseModel):
     ngram_min: int = Field(2, ge=1)
     ngram_max: int = Field(5, ge=1)
     draft_model: str | None = None
+    budget: bool = Field(True, description="specdec: size drafts by the measured cost of verifying them")
+    cache_file: str | None = Field(
+        None, description="specdec: cross-request cache file on the worker, loaded at start and saved after each shard")
     max_tokens: int = Field(128, ge=1, le=1 << 20)
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
@@ -94,7 +97,8 @@ class FlowParams(BaseModel):
     def spec_config(self) -> SpecConfig:
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min,
-            ngram_max=self.ngram_max, draft_model=self.draft_model,
+            ngram_max=self.ngram_max, draft_model=self.draft_model, budget=self.budget,
+            cache_file=self.cache_file,
         )
 
     def engine_config(self) -> EngineConfig:

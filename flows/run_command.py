@@ -19,6 +19,7 @@ def params_from_args(args: argparse.Namespace) -> FlowParams:
         source=args.source, shard_glob=args.shard_glob, db=args.db, staging=args.staging,
         run_name=args.run_name, model=args.model, method=args.method, k_max=args.k_max,
         ngram_min=args.ngram_min, ngram_max=args.ngram_max, draft_model=args.draft_model,
+        budget=args.budget, cache_file=args.cache_file,
         max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
         top_k=args.top_k, seed=args.seed, batch_size=args.batch_size,
         max_model_len=args.max_model_len, kv_cache_gib=args.kv_cache_gib, dtype=args.dtype,
