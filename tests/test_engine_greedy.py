@@ -37,13 +37,14 @@ def speculative(engine_factory, requests):
     engine.reset_proposer()
     before = engine.counters()
     results = engine.generate(requests, GREEDY)
-    return results, engine.counters() - before
+    # The budget's step-cost fit is read now, while this engine is surely up.
+    return results, engine.counters() - before, engine.step_cost()
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
 def test_greedy_output_identical_to_no_speculation(method, engine_factory, requests, plain, speculative):
     if method == "specdec":
-        results, _ = speculative
+        results, _, _ = speculative
     else:
         results = engine_factory("ngram", k_max=K_MAX).generate(requests, GREEDY)
     assert all(len(r.output_token_ids) >= 16 for r in plain)
@@ -78,7 +79,7 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
 
 
 def test_per_request_stats_reconcile_with_vllm_counters(speculative):
-    results, delta = speculative
+    results, delta, _ = speculative
     total = ShardStats.aggregate(r.stats for r in results)
     assert delta.num_drafts == total.num_drafts > 0
     assert delta.num_draft_tokens == total.num_draft_tokens
@@ -95,8 +96,8 @@ def test_per_request_stats_reconcile_with_vllm_counters(speculative):
         assert r.stats.num_output_tokens <= emitted <= r.stats.num_output_tokens + K_MAX, r.id
 
 
-def test_budget_engine_is_calibrated(engine_factory, speculative):
-    cost = engine_factory("specdec", k_max=K_MAX).step_cost()
+def test_budget_engine_is_calibrated(speculative):
+    _, _, cost = speculative
     assert cost is not None, "the specdec engine started without a step-cost model"
     # Verifying draft tokens takes time on any hardware: a fit saying otherwise is broken.
     assert cost["per_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0
