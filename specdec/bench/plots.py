@@ -28,13 +28,14 @@ def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
 def _lines(records, x_key, y_key, x_label, y_label, path: Path, log_x: bool = False) -> Path:
     import matplotlib.pyplot as plt
 
-    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for r in records:
-        series[f"{r['dataset']} {r['method']}"].append((r[x_key], r[y_key]))
+        series[(r["dataset"], r["method"])].append((r[x_key], r[y_key]))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, points in sorted(series.items()):
+    for (dataset, method), points in sorted(series.items()):
         points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=f"{dataset} {method}",
+                **_style(records, dataset, method))
     if log_x:
         ax.set_xscale("log", base=2)
     return _save(fig, ax, x_label, y_label, path)
@@ -52,8 +53,18 @@ def _acceptance_by_position(records, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (dataset, method), r in sorted(largest.items()):
         counts = r["accepted_per_pos"]
-        ax.plot(range(1, len(counts) + 1), counts, marker="o", label=f"{dataset} {method} (K={r['k_max']})")
+        ax.plot(range(1, len(counts) + 1), counts, label=f"{dataset} {method} (K={r['k_max']})",
+                **_style(records, dataset, method))
     return _save(fig, ax, "draft position", "accepted tokens", path)
+
+
+def _style(records, dataset: str, method: str) -> dict[str, Any]:
+    """One colour per method, one line style and marker per dataset: readable with many lines."""
+    methods = sorted({r["method"] for r in records})
+    datasets = sorted({r["dataset"] for r in records})
+    d = datasets.index(dataset)
+    return {"color": f"C{methods.index(method) % 10}", "linestyle": ("-", "--", ":", "-.")[d % 4],
+            "marker": ("o", "s", "^", "D")[d % 4]}
 
 
 def _save(fig, ax, x_label: str, y_label: str, path: Path) -> Path:
