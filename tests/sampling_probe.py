@@ -32,8 +32,9 @@ PROMPT = (
 NUM_SAMPLES = 240
 NUM_REPEAT = 8  # requests generated twice more, same seeds, to check they repeat
 MAX_TOKENS = 4
-# Temperature only: with top-k on, the unfixed engine crashes on its garbage top_k before
-# there is a distribution to compare (top-k/top-p are checked in test_sampling_fix.py).
+# Default: temperature only, for test_sampling_fix.py's run without the expand fix, where
+# top-k would crash on its garbage top_k before there is a distribution to compare.
+# test_fidelity.py passes its own (top-p, top-k) settings.
 SAMPLING = {"temperature": 1.0}
 
 
