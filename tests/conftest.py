@@ -48,6 +48,33 @@ def engine_factory(default_model_dir) -> Iterator:
 
 
 @pytest.fixture(scope="session")
+def probe_factory(engine_factory):
+    """`probe_factory(method, seed, sampling=None, num_samples=..., num_repeat=...)` -> a
+    sampling probe (tests/sampling_probe.py) on the shared engine for `method`, computed once
+    per session: test_fidelity.py reuses test_sampling_fix.py's plain probe."""
+    import sampling_probe
+
+    probes: dict[tuple, dict] = {}
+
+    def get(
+        method: str,
+        seed: int,
+        sampling: dict | None = None,
+        num_samples: int = sampling_probe.NUM_SAMPLES,
+        num_repeat: int = sampling_probe.NUM_REPEAT,
+    ) -> dict:
+        sampling = sampling_probe.SAMPLING if sampling is None else sampling
+        key = (method, seed, tuple(sorted(sampling.items())), num_samples, num_repeat)
+        if key not in probes:
+            probes[key] = sampling_probe.run_probe(
+                engine_factory(method), seed, num_samples, sampling=sampling, num_repeat=num_repeat
+            )
+        return probes[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def humaneval_rows():
     from specdec.datasets import humaneval_rows as rows
 

