@@ -56,7 +56,7 @@ def calibrate(llm: Any, engine: EngineConfig, model_path: Path, k_max: int) -> l
     else:
         samples = _measure(llm, engine, k_max)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers may calibrate at once
         tmp.write_text(json.dumps(samples))
         tmp.replace(path)
     llm.collective_rpc(vllm_proposer.load_calibration, args=(samples,))
