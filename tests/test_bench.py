@@ -69,3 +69,52 @@ def test_records_go_to_plots_and_duckdb(tmp_path):
         "SELECT speedup_vs_none FROM v_bench_speedup WHERE engine = 'vllm' AND method = 'specdec'"
     ).fetchone()[0]
     assert speedup == 1.5
+
+
+class RecordingEngine:
+    """Stands in for VllmEngine to check how the bench drives engines (no model runs)."""
+
+    started: list["RecordingEngine"] = []
+
+    def __init__(self, engine_cfg, spec) -> None:
+        self.spec, self.resets, self.calls = spec, 0, []
+        RecordingEngine.started.append(self)
+
+    def generate(self, requests, sampling, batch_size=None):
+        from specdec.stats import RequestStats
+        from specdec.types import GenerationResult
+
+        self.calls.append((len(requests), batch_size))
+        stats = RequestStats(4, 4, 0, 0, 0, [0] * self.spec.k_max, [4] + [0] * self.spec.k_max, 4)
+        return [GenerationResult(r.id, "", [1, 2, 3, 4], "length", stats, [], []) for r in requests]
+
+    def reset_proposer(self) -> None:
+        self.resets += 1
+
+    def step_cost(self):
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_real_engine_bench_starts_every_batch_size_cold(monkeypatch):
+    from specdec.bench import throughput
+    from specdec.config import EngineConfig
+    from specdec.engines import vllm_engine
+    from specdec.types import GenerationRequest
+
+    monkeypatch.setattr(vllm_engine, "VllmEngine", RecordingEngine)
+    requests = [GenerationRequest(f"p{i}", [1, 2, 3], 4) for i in range(20)]
+    warmup = [GenerationRequest("w", [4, 5], 4)]
+    for name in ("specdec", "suffix"):
+        RecordingEngine.started = []
+        spec = throughput.engine_methods(4)[name]
+        records, outputs = throughput.run_method(name, spec, EngineConfig(), requests, warmup, [1, 16], "d", None, 8)
+        # suffix's cache lives inside vLLM: a fresh engine per batch size; ours is reset in place
+        engines = RecordingEngine.started
+        assert len(engines) == (2 if name == "suffix" else 1)
+        assert sum(e.resets for e in engines) == 2  # once before each batch size
+        assert all(e.calls[0] == (1, None) for e in engines)  # each engine warmed up first
+        assert [(r.batch_size, r.num_requests) for r in records] == [(1, 8), (16, 16)]
+        assert len(outputs) == 16 and all(r.method == name for r in records)

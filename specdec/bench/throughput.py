@@ -51,17 +51,21 @@ def run_method(
     reference: dict[str, list[int]] | None,
     min_prompts: int = 16,
 ) -> tuple[list[BenchRecord], dict[str, list[int]]]:
-    """Start an engine for `spec`, warm it up, time each batch size; return records + outputs."""
-    from specdec.engines.vllm_engine import VllmEngine
+    """Start an engine for `spec`, warm it up, time each batch size; return records + outputs.
 
-    engine = VllmEngine(dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes)), spec)
+    Every batch size starts from a cold cross-request cache, so no prompt is scored against a
+    cache holding its own output: ours is reset in place; vLLM's suffix cache cannot be
+    cleared from outside, so `suffix` gets a fresh engine for every batch size.
+    """
+    records: list[BenchRecord] = []
+    outputs: dict[str, list[int]] = {}
+    engine = None
     try:
-        engine.generate(warmup, GREEDY)
-        records: list[BenchRecord] = []
-        outputs: dict[str, list[int]] = {}
         for batch_size in batch_sizes:
-            # A cold cross-request cache for every measurement: never score prompts against
-            # a cache that already holds their own outputs.
+            if engine is None or spec.method in _UNRESETTABLE:
+                if engine is not None:
+                    engine.close()
+                engine = _started(spec, engine_cfg, max(batch_sizes), warmup)
             engine.reset_proposer()
             batch = prompts_for_batch(requests, batch_size, min_prompts)
             started = time.perf_counter()
@@ -69,12 +73,24 @@ def run_method(
             seconds = time.perf_counter() - started
             outputs.update({r.id: r.output_token_ids for r in results})
             records.append(_record(name, spec, dataset, batch_size, len(batch), seconds, results, reference))
-        step_cost = engine.step_cost()
+        step_cost = engine.step_cost() if engine is not None else None
         if step_cost is not None:
             print(f"{name}: budget step cost {_format_cost(step_cost)}", flush=True)
         return records, outputs
     finally:
-        engine.close()
+        if engine is not None:
+            engine.close()
+
+
+_UNRESETTABLE = frozenset({"suffix"})  # cross-request state inside vLLM we cannot clear
+
+
+def _started(spec: SpecConfig, engine_cfg: EngineConfig, max_batch: int, warmup: Sequence[GenerationRequest]):
+    from specdec.engines.vllm_engine import VllmEngine
+
+    engine = VllmEngine(dataclasses.replace(engine_cfg, max_num_seqs=max_batch), spec)
+    engine.generate(warmup, GREEDY)
+    return engine
 
 
 def _format_cost(cost: dict[str, float]) -> str:
@@ -102,7 +118,11 @@ def _record(
         k_max=spec.k_max,
         num_requests=num_requests,
         outputs_identical_to_none=identical,
-        started_from="fresh engine warmed up on other prompts; cold cross-request cache",
+        started_from=(
+            "fresh engine per batch size, warmed up on other prompts"
+            if spec.method in _UNRESETTABLE
+            else "fresh engine warmed up on other prompts; cold cross-request cache per batch size"
+        ),
         tokens_per_s=total.num_output_tokens / seconds,
         seconds=seconds,
     )
