@@ -33,8 +33,9 @@ def plain(engine_factory, requests):
 
 @pytest.fixture(scope="module")
 def speculative(engine_factory, requests):
-    engine = engine_factory("specdec", k_max=K_MAX)
-    engine.reset_proposer()
+    # fresh: the counters reconciled below are read from vLLM's registry, which only follows
+    # the newest engine (a shared one may have been started by an earlier test module)
+    engine = engine_factory("specdec", k_max=K_MAX, fresh=True)
     before = engine.counters()
     results = engine.generate(requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.

@@ -193,17 +193,18 @@ def _num_generated_tokens(engine) -> int:
 
 @pytest.mark.slow
 def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, humaneval_rows):
-    engine = engine_factory("suffix", k_max=COLD_K)
-    assert _num_generated_tokens(engine) == 0, "needs a suffix engine that has not generated yet"
     tok = engine_factory("none").tokenizer
     subset = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows[:6]]
-    # One request at a time, so responses enter the global tree in the replay's order.
-    results = engine.generate(subset, SamplingOptions(temperature=0.0), batch_size=1)
-    assert _num_generated_tokens(engine) > 0  # the coldness check above reads a real counter
     # Reference with look-ahead: vLLM verifies (and caches) tokens past the stop point.
     lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + COLD_K + 1) for r in subset]
     reference = engine_factory("none").generate(lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
     eos = frozenset({tok.eos_token_id})
+    # The suffix engine comes last: vLLM's metrics registry follows the newest engine only.
+    engine = engine_factory("suffix", k_max=COLD_K)
+    assert _num_generated_tokens(engine) == 0, "needs a suffix engine that has not generated yet"
+    # One request at a time, so responses enter the global tree in the replay's order.
+    results = engine.generate(subset, SamplingOptions(temperature=0.0), batch_size=1)
+    assert _num_generated_tokens(engine) > 0  # the coldness check above reads a real counter
     replayed = replay(
         [
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
