@@ -6,7 +6,7 @@ there would cost most of the calibration time), give step times over a spread of
 tokens;
 the worker fits `StepCost` to them and keeps refining it from the running engine. Samples
 are cached per machine and engine configuration under the project home, so only the first
-engine of that kind pays the ~10-30 s.
+engine of that kind pays for it (tens of seconds on a 2-core CPU).
 """
 
 from __future__ import annotations
