@@ -97,7 +97,9 @@ class DraftController:
         confidence = getattr(self.proposer, "confidence", None)
         if confidence is None:
             return geometric_gains(self.acceptance_rate(live), draft.shape[0])
-        per_token = confidence(req_id)[: draft.shape[0]] * (self.acceptance_rate(live) / self._overall_rate())
+        overall = self._overall_rate()
+        relative = live.acceptance.rate(overall, self.PRIOR_WEIGHT) / overall
+        per_token = confidence(req_id)[: draft.shape[0]] * relative
         return np.cumprod(np.clip(per_token, 0.0, 0.99))
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:

@@ -117,10 +117,15 @@ def _external_id(internal_id: str) -> str:
 
 
 # Functions run in the worker through LLM.collective_rpc; `worker` is vLLM's worker object.
+def _drafter(worker: Any) -> SpecdecVllmProposer | None:
+    drafter = getattr(worker.model_runner, "drafter", None)
+    return drafter if isinstance(drafter, SpecdecVllmProposer) else None
+
+
 def bind_proposer(worker: Any, config: dict[str, Any]) -> bool:
     runner = worker.model_runner
-    drafter = getattr(runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer):
+    drafter = _drafter(worker)
+    if drafter is None:
         return False
     drafter.bind(runner.input_batch, SpecConfig.from_dict(config))
     return True
@@ -128,8 +133,8 @@ def bind_proposer(worker: Any, config: dict[str, Any]) -> bool:
 
 def reset_proposer(worker: Any) -> bool:
     """Start over with a fresh controller (cold cache, no per-request state)."""
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer) or drafter.controller is None:
+    drafter = _drafter(worker)
+    if drafter is None or drafter.controller is None:
         return False
     drafter.controller = DraftController(drafter.controller.config)
     drafter.finished.clear()
@@ -137,16 +142,16 @@ def reset_proposer(worker: Any) -> bool:
 
 
 def collect_traces(worker: Any, req_ids: list[str]) -> dict[str, dict[str, Any]]:
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer):
+    drafter = _drafter(worker)
+    if drafter is None:
         return {}
     return drafter.collect(req_ids)
 
 
 def start_calibration(worker: Any, forced_k: int) -> bool:
     """Draft exactly `forced_k` tokens per row from now on, timing steps as calibration."""
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer):
+    drafter = _drafter(worker)
+    if drafter is None:
         return False
     drafter.forced_k = forced_k
     drafter.timer.calibrating = True
@@ -155,8 +160,8 @@ def start_calibration(worker: Any, forced_k: int) -> bool:
 
 def finish_calibration(worker: Any) -> list[dict[str, float]]:
     """Back to normal drafting; returns the calibration samples (and fits the model)."""
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer):
+    drafter = _drafter(worker)
+    if drafter is None:
         return []
     drafter.forced_k = None
     drafter.timer.calibrating = False
@@ -165,8 +170,8 @@ def finish_calibration(worker: Any) -> list[dict[str, float]]:
 
 
 def load_calibration(worker: Any, samples: list[dict[str, float]]) -> bool:
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer):
+    drafter = _drafter(worker)
+    if drafter is None:
         return False
     drafter.timer.load_calibration([StepSample(**s) for s in samples])
     return True
@@ -174,8 +179,8 @@ def load_calibration(worker: Any, samples: list[dict[str, float]]) -> bool:
 
 def step_cost(worker: Any) -> dict[str, float] | None:
     """The step-cost model the budget uses now (None: not fitted yet)."""
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer):
+    drafter = _drafter(worker)
+    if drafter is None:
         return None
     model: StepCost | None = drafter.timer.model
     return None if model is None else dataclasses.asdict(model)
@@ -183,7 +188,7 @@ def step_cost(worker: Any) -> dict[str, float] | None:
 
 def save_cache(worker: Any, path: str) -> int:
     """Write the proposer's cross-request cache to `path` (sequences written)."""
-    drafter = getattr(worker.model_runner, "drafter", None)
-    if not isinstance(drafter, SpecdecVllmProposer) or drafter.controller is None:
+    drafter = _drafter(worker)
+    if drafter is None or drafter.controller is None:
         return 0
     return drafter.controller.save_cache(path)

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
+
+
+def vllm_function(module_name: str, attr: str, replacement: Callable[..., Any]) -> Callable[..., Any] | None:
+    """vLLM's `module_name.attr`, or None where it is absent or already our `replacement`."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    original = getattr(module, attr, None)
+    return None if original is None or original is replacement else original
+
+
+def switched_off(env: str, log: logging.Logger, what: str) -> bool:
+    """True (and says so) where the user turned a fix off with `env=1`."""
+    if os.environ.get(env, "") != "1":
+        return False
+    log.info("specdec %s disabled by %s=1", what, env)
+    return True
 
 
 def on_cpu_platform() -> bool:

@@ -14,9 +14,7 @@ skip that path, so they are unaffected.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +22,7 @@ import torch
 
 from specdec.vllm_plugins import topk_fix
 from specdec.vllm_plugins.patching import on_cpu_platform as _on_cpu_platform
-from specdec.vllm_plugins.patching import rebind
+from specdec.vllm_plugins.patching import rebind, switched_off, vllm_function
 
 DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
 _DEFECT_MODULE = "vllm.utils.cpu_triton_utils"
@@ -97,12 +95,8 @@ def _defective_original() -> Callable[..., Any] | None:
     """vLLM's expand fallback if this install needs the fix, else None."""
     if not _on_cpu_platform():  # GPU builds run the real Triton kernel
         return None
-    try:
-        module = importlib.import_module(_DEFECT_MODULE)
-    except ImportError:
-        return None
-    original = getattr(module, _DEFECT_ATTR, None)
-    if original is None or original is expand_kernel_impl:
+    original = vllm_function(_DEFECT_MODULE, _DEFECT_ATTR, expand_kernel_impl)
+    if original is None:
         return None
     _load_cpu_kernels()
     return original if _is_defective(original) else None
@@ -126,8 +120,7 @@ def register_expand_fix() -> None:
     if _decided:
         return
     _decided = True  # vLLM may call plugins more than once per process; decide once
-    if os.environ.get(DISABLE_ENV, "") == "1":
-        log.info("specdec sampling fix disabled by %s=1", DISABLE_ENV)
+    if switched_off(DISABLE_ENV, log, "sampling fix"):
         return
     original = _defective_original()
     if original is None:

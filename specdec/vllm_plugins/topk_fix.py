@@ -17,15 +17,13 @@ None and nothing is applied, so temperature-only and greedy sampling never crash
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import rebind
+from specdec.vllm_plugins.patching import rebind, switched_off, vllm_function
 
 DISABLE_ENV = "SPECDEC_DISABLE_TOPK_FIX"
 _DEFECT_MODULE = "vllm.v1.sample.ops.topk_topp_sampler"
@@ -73,14 +71,8 @@ def _is_defective(fn: Callable[..., Any]) -> bool:
 def _defective_original() -> Callable[..., Any] | None:
     """vLLM's `apply_top_k_only` if this install needs the fix, else None. Platform-neutral:
     the probe decides (GPU builds normally take the Triton path and never call it)."""
-    try:
-        module = importlib.import_module(_DEFECT_MODULE)
-    except ImportError:
-        return None
-    original = getattr(module, _DEFECT_ATTR, None)
-    if original is None or original is apply_top_k_only:
-        return None
-    return original if _is_defective(original) else None
+    original = vllm_function(_DEFECT_MODULE, _DEFECT_ATTR, apply_top_k_only)
+    return original if original is not None and _is_defective(original) else None
 
 
 def register() -> None:
@@ -93,8 +85,7 @@ def register() -> None:
     if _decided:
         return
     _decided = True  # vLLM may call plugins more than once per process; decide once
-    if os.environ.get(DISABLE_ENV, "") == "1":
-        log.info("specdec top-k fix disabled by %s=1", DISABLE_ENV)
+    if switched_off(DISABLE_ENV, log, "top-k fix"):
         return
     original = _defective_original()
     if original is None:
