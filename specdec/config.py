@@ -117,6 +117,9 @@ class EngineConfig:
     enforce_eager: bool = True  # compile costs minutes on CPU; eager starts in ~25 s
     max_num_seqs: int = 64
     seed: int = 0
+    # CPU cores vLLM-CPU keeps from its compute threads; None: none on small machines
+    # (<= 4 CPUs), vLLM's default elsewhere (specdec.engines.cpu_threads)
+    reserved_cpus: int | None = None
 
 
 def config_hash(*parts: dict[str, Any]) -> str:

