@@ -104,6 +104,16 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel) -> list[in
     return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
 
 
+def first_draft_threshold(num_rows: int, cost: StepCostModel) -> float:
+    """The acceptance probability a draft token needs, at the least, to pay for itself in a
+    step of `num_rows` rows: its gain against the time it adds to a step without drafts.
+    Further tokens face a higher bar (each one taken raises the step's tokens per second),
+    so a row whose best token stays below this gets nothing from `allocate_drafts`."""
+    base = cost.seconds(num_rows, num_rows)
+    extra = cost.seconds(num_rows, num_rows + 1) - base
+    return num_rows * extra / max(base, 1e-12)
+
+
 @dataclasses.dataclass
 class AcceptanceEstimate:
     """Per-token acceptance of one request's drafts, shrunk towards a shared prior.

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec.budget import AcceptanceEstimate, StepCostModel, allocate_drafts, geometric_gains
+from specdec.budget import (
+    AcceptanceEstimate,
+    StepCostModel,
+    allocate_drafts,
+    first_draft_threshold,
+    geometric_gains,
+)
 from specdec.config import SpecConfig
 from specdec.drafting.base import Proposer
 from specdec.drafting.hybrid import HybridProposer
@@ -48,6 +54,7 @@ class DraftController:
     # towards the run's overall rate with this many pseudo-drafts.
     ACCEPTANCE_DECAY = 0.9
     PRIOR_WEIGHT = 2.0
+    MAX_TOKEN_GAIN = 0.99  # no draft token is ever taken as certain
 
     def __init__(self, config: SpecConfig, proposer: Proposer | None = None) -> None:
         self.config = config
@@ -71,10 +78,10 @@ class DraftController:
         its K, then the batch budget keeps the positions worth verifying (specdec.budget)."""
         lives = [self._observe(req_id, num_accepted) for req_id, _, num_accepted in rows]
         ks = [self.policy.next_k(live.state) for live in lives]
-        drafts = [
-            self.proposer.propose(req_id, tokens, k) if k > 0 else tokens[:0]
-            for (req_id, tokens, _), k in zip(rows, ks, strict=True)
-        ]
+        if cost is not None:
+            ks = self._skip_unaffordable(lives, ks, cost)
+        # Called with k = 0 too: a proposer may keep the sequence (the cache learns it at the end).
+        drafts = [self.proposer.propose(req_id, tokens, k) for (req_id, tokens, _), k in zip(rows, ks, strict=True)]
         if cost is not None:
             gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
             ks = allocate_drafts(gains, cost)
@@ -84,6 +91,21 @@ class DraftController:
             live.trace.record_step(k, int(draft.shape[0]))
             live.pending_draft = int(draft.shape[0])
         return drafts
+
+    def _skip_unaffordable(self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel) -> list[int]:
+        """K = 0 for rows whose most confident token could not pay for itself in this step:
+        the budget would cut their whole draft, so the lookups are not worth running (at
+        large batches they cost a few per cent of a step)."""
+        best_confidence = getattr(self.proposer, "best_confidence", None)
+        if best_confidence is None:
+            return ks
+        threshold = first_draft_threshold(len(lives), cost)
+        ceiling = min(best_confidence(), self.MAX_TOKEN_GAIN)
+        overall = self._overall_rate()
+        return [
+            k if ceiling * live.acceptance.rate(overall, self.PRIOR_WEIGHT) / overall > threshold else 0
+            for live, k in zip(lives, ks, strict=True)
+        ]
 
     def acceptance_rate(self, live: _Live) -> float:
         return live.acceptance.rate(self._overall_rate(), self.PRIOR_WEIGHT)
@@ -100,7 +122,7 @@ class DraftController:
         overall = self._overall_rate()
         relative = live.acceptance.rate(overall, self.PRIOR_WEIGHT) / overall
         per_token = confidence(req_id)[: draft.shape[0]] * relative
-        return np.cumprod(np.clip(per_token, 0.0, 0.99))
+        return np.cumprod(np.clip(per_token, 0.0, self.MAX_TOKEN_GAIN))
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:
         live = self._live.get(req_id)

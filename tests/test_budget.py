@@ -7,10 +7,19 @@ import itertools
 import numpy as np
 import pytest
 
-from specdec.budget import AcceptanceEstimate, StepCost, StepSample, fit_step_cost, geometric_gains
+from specdec.budget import (
+    AcceptanceEstimate,
+    StepCost,
+    StepSample,
+    first_draft_threshold,
+    fit_step_cost,
+    geometric_gains,
+)
 from specdec.budget import allocate_drafts as allocate_gains
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
+from specdec.drafting.hybrid import HybridProposer
+from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.engines import step_timing
 
 FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=0.0)
@@ -161,3 +170,37 @@ def test_budget_sizes_drafts_by_learned_confidence():
     table.rejected[0] = 99.0  # match length 1: 1 %
     drafts = ctl.step_batch([("sure", sure, 0), ("unsure", unsure, 0)], cost)
     assert drafts[0].tolist() == [8, 9, 5, 6] and drafts[1].size == 0
+
+
+@pytest.mark.parametrize("num_rows", [1, 4, 16, 64])
+def test_first_draft_threshold_is_where_the_budget_starts_drafting(num_rows: int):
+    cost = StepCost(fixed_s=0.05, per_seq_s=0.004, per_token_s=0.003)
+    threshold = first_draft_threshold(num_rows, cost)
+    for gain, expect_any in ((threshold * 0.98, False), (min(threshold * 1.02, 1.0), threshold < 0.98)):
+        alloc = allocate_gains([np.array([gain])] * num_rows, cost)
+        assert (sum(alloc) > 0) == expect_any, (gain, alloc)
+
+
+class _CountingProposer(HybridProposer):
+    def __init__(self) -> None:
+        super().__init__(SuffixTrieCache())
+        self.asked: list[int] = []
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        self.asked.append(k)
+        return super().propose(req_id, tokens, k)
+
+
+def test_rows_that_cannot_pay_for_a_draft_are_not_looked_up_but_still_cached():
+    cfg = SpecConfig(method="specdec", k_max=4)
+    proposer = _CountingProposer()
+    ctl = DraftController(cfg, proposer)
+    rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
+    # A draft token costs as much as a whole row: even a certain token cannot pay.
+    drafts = ctl.step_batch(rows, COMPUTE_BOUND)
+    assert proposer.asked == [0] * 8 and all(d.size == 0 for d in drafts)
+    ctl.finish("r0")
+    assert len(proposer.cache) == 1  # the skipped request's tokens still reach the cache
+    proposer.asked.clear()
+    ctl.step_batch(rows[1:], FREE)
+    assert proposer.asked == [4] * 7

@@ -27,6 +27,10 @@ class ConfidentProposer(Proposer, Protocol):
         """Acceptance probability of each token of `req_id`'s last draft."""
         ...
 
+    def best_confidence(self) -> float:
+        """The highest acceptance probability any drafted token can be given right now."""
+        ...
+
     def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
         """The first `num_drafted` tokens of the last draft were verified, `num_accepted` accepted."""
         ...

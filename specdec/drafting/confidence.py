@@ -37,6 +37,10 @@ class ConfidenceTable:
     def confidence(self, buckets: np.ndarray) -> np.ndarray:
         return self.accepted[buckets] / (self.accepted[buckets] + self.rejected[buckets])
 
+    def best(self) -> float:
+        """The highest confidence of any bucket."""
+        return float(np.max(self.accepted / (self.accepted + self.rejected)))
+
     def expected_accepted(self, buckets: np.ndarray) -> float:
         """Expected accepted tokens of a draft filed under `buckets`."""
         return float(np.cumprod(self.confidence(buckets)).sum())

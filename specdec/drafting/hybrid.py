@@ -66,6 +66,9 @@ class HybridProposer:
         """Learned acceptance probability of each token of `req_id`'s last draft."""
         return self.table.confidence(self._buckets.get(req_id, _EMPTY))
 
+    def best_confidence(self) -> float:
+        return self.table.best()
+
     def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
         """The first `num_drafted` tokens of the last draft were verified (the caller may
         have cut the draft); `num_accepted` of them were accepted."""
