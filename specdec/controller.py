@@ -103,9 +103,13 @@ class DraftController:
         ceiling = min(best_confidence(), self.MAX_TOKEN_GAIN)
         overall = self._overall_rate()
         return [
-            k if ceiling * live.acceptance.rate(overall, self.PRIOR_WEIGHT) / overall > threshold else 0
+            k if ceiling * self._relative_acceptance(live, overall) > threshold else 0
             for live, k in zip(lives, ks, strict=True)
         ]
+
+    def _relative_acceptance(self, live: _Live, overall: float) -> float:
+        """How this request's drafts fare against the run's (1.0: like the run)."""
+        return live.acceptance.rate(overall, self.PRIOR_WEIGHT) / overall
 
     def acceptance_rate(self, live: _Live) -> float:
         return live.acceptance.rate(self._overall_rate(), self.PRIOR_WEIGHT)
@@ -119,9 +123,7 @@ class DraftController:
         confidence = getattr(self.proposer, "confidence", None)
         if confidence is None:
             return geometric_gains(self.acceptance_rate(live), draft.shape[0])
-        overall = self._overall_rate()
-        relative = live.acceptance.rate(overall, self.PRIOR_WEIGHT) / overall
-        per_token = confidence(req_id)[: draft.shape[0]] * relative
+        per_token = confidence(req_id)[: draft.shape[0]] * self._relative_acceptance(live, self._overall_rate())
         return np.cumprod(np.clip(per_token, 0.0, self.MAX_TOKEN_GAIN))
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:

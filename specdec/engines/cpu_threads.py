@@ -7,9 +7,9 @@ compute threads gave 12.3 / 100 / 134 tokens/s at batch 1 / 16 / 64 against 8.4 
 with one kept back. GPU builds of vLLM ignore these variables.
 
 With every core running torch's OpenMP threads, numba's default OpenMP threading layer
-(vLLM's `ngram` proposer is numba code) fights them for the cores: vLLM ngram at batch 16
-ran at 36 tokens/s, and at 64 with numba's `workqueue` layer, which small machines get by
-default too.
+(vLLM's `ngram` proposer is numba code) fights them for the cores: vLLM ngram[2..5] at
+batch 16 ran at 36 tokens/s with it and at 64 with numba's `workqueue` layer, so an engine
+with no core reserved gets `workqueue` unless the user chose a layer.
 """
 
 from __future__ import annotations
