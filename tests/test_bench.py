@@ -1,8 +1,11 @@
 """`specdec bench` pieces that need no engine: replay methods on synthetic greedy outputs,
 records, plots and the DuckDB store."""
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
+import pytest
 
 from flows.bench_store import store
 from specdec.bench.plots import write_plots
@@ -78,6 +81,8 @@ class RecordingEngine:
 
     def __init__(self, engine_cfg, spec) -> None:
         self.spec, self.resets, self.calls = spec, 0, []
+        self.cached: list[str] = self._load_cache()  # request ids in the cross-request cache
+        self.cache_at_reset: list[list[str]] = []
         RecordingEngine.started.append(self)
 
     def generate(self, requests, sampling, batch_size=None):
@@ -85,11 +90,20 @@ class RecordingEngine:
         from specdec.types import GenerationResult
 
         self.calls.append((len(requests), batch_size))
+        self.cached += [r.id for r in requests]
+        if self.spec.cache_file:  # like VllmEngine: the cache is written after every call
+            Path(self.spec.cache_file).write_text("\n".join(self.cached))
         stats = RequestStats(4, 4, 0, 0, 0, [0] * self.spec.k_max, [4] + [0] * self.spec.k_max, 4)
         return [GenerationResult(r.id, "", [1, 2, 3, 4], "length", stats, [], []) for r in requests]
 
     def reset_proposer(self) -> None:
         self.resets += 1
+        self.cached = self._load_cache()
+        self.cache_at_reset.append(list(self.cached))
+
+    def _load_cache(self) -> list[str]:
+        path = Path(self.spec.cache_file) if self.spec.cache_file else None
+        return path.read_text().split("\n") if path is not None and path.exists() else []
 
     def step_cost(self):
         return None
@@ -118,3 +132,30 @@ def test_real_engine_bench_starts_every_batch_size_cold(monkeypatch):
         assert all(e.calls[0] == (1, None) for e in engines)  # each engine warmed up first
         assert [(r.batch_size, r.num_requests) for r in records] == [(1, 8), (16, 16)]
         assert len(outputs) == 16 and all(r.method == name for r in records)
+
+
+def test_warm_bench_starts_every_batch_size_from_the_cache_of_other_prompts(monkeypatch):
+    from specdec.bench import throughput
+    from specdec.config import EngineConfig
+    from specdec.engines import vllm_engine
+    from specdec.types import GenerationRequest
+
+    monkeypatch.setattr(vllm_engine, "VllmEngine", RecordingEngine)
+    RecordingEngine.started = []
+    requests = [GenerationRequest(f"p{i}", [1, 2, 3], 4) for i in range(20)]
+    warmup = [GenerationRequest("w", [4, 5], 4)]
+    warm_from = [GenerationRequest(f"old{i}", [6, 7], 4) for i in range(5)]
+    spec = throughput.engine_methods(4)["specdec[warm]"]
+    records, _ = throughput.run_method("specdec[warm]", spec, EngineConfig(), requests, warmup, [1, 16], "d", None, 8,
+                                       warm_from)
+    [engine] = RecordingEngine.started
+    assert engine.calls[:2] == [(1, None), (5, None)]  # warm-up, then the warm set in one go
+    old = [r.id for r in warm_from]
+    # The warm set's run starts cold; each measured batch size starts from exactly its cache,
+    # never from the measured prompts of an earlier batch size (nor the warm-up prompt).
+    assert engine.cache_at_reset == [[], old, old]
+    assert [(r.batch_size, r.num_requests) for r in records] == [(1, 8), (16, 16)]
+    assert all("5 other prompts" in r.started_from for r in records)
+    assert not Path(engine.spec.cache_file).parent.exists()  # the bench's own folder is cleaned up
+    with pytest.raises(ValueError, match="needs prompts"):
+        throughput.run_method("specdec[warm]", spec, EngineConfig(), requests, warmup, [1], "d", None, 8)

@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draft-model", default=None, help="model folder for the `draft` method (same tokenizer)")
     p.add_argument("--min-prompts", type=int, default=16,
                    help="vllm engine: prompts measured per batch size (at least one full batch)")
+    p.add_argument("--warm-prompts", type=int, default=0,
+                   help="vllm engine: `specdec[warm]` starts from the cache file saved after generating "
+                        "this many further prompts of the set (never the measured ones)")
     p.add_argument("--json", default=None, help="write the records here")
     p.add_argument("--db", default=None, help="DuckDB file to add the records to")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
@@ -42,13 +45,21 @@ def run(args: argparse.Namespace) -> int:
     ks = [int(k) for k in args.k.split(",")]
     engine_cfg = EngineConfig(model=args.model, max_num_seqs=64)
     records: list = []
+    warm_prompts = args.warm_prompts if args.engine == "vllm" else 0
+    if warm_prompts and args.limit is None:
+        raise ConfigError("--warm-prompts needs --limit: the measured prompts come first, the warm ones after them")
     for source in args.input or ["humaneval"]:
-        rows, dataset = load_rows(source, args.limit)
+        rows, dataset = load_rows(source, None if args.limit is None else args.limit + warm_prompts)
+        rows, warm_rows = rows[: args.limit], rows[args.limit :] if warm_prompts else []
+        if warm_prompts and len(warm_rows) < warm_prompts:
+            raise ConfigError(f"{dataset}: {len(rows) + len(warm_rows)} prompts, fewer than --limit {args.limit} "
+                              f"plus --warm-prompts {warm_prompts}")
         requests = _tokenize(rows, args, engine_cfg, dataset)
         if args.engine == "replay":
             records += _replay(requests, ks, dataset, engine_cfg, args)
         else:
-            records += _vllm(requests, ks, dataset, engine_cfg, args)
+            warm = _tokenize(warm_rows, args, engine_cfg, dataset)[0] if warm_rows else []
+            records += _vllm(requests, warm, ks, dataset, engine_cfg, args)
     _outputs(records, args)
     return 0
 
@@ -86,13 +97,16 @@ def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
     return records
 
 
-def _vllm(tokenized, ks, dataset, engine_cfg, args) -> list:
+def _vllm(tokenized, warm_from, ks, dataset, engine_cfg, args) -> list:
     from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_method
 
     requests, _ = tokenized
     available = engine_methods(1, args.draft_model)
     default = [m for m in DEFAULT_METHODS if m != "suffix" or importlib.util.find_spec("arctic_inference")]
+    default += ["specdec[warm]"] if warm_from else []
     names = _method_names(args.methods, default, allowed=set(available))
+    if "specdec[warm]" in names and not warm_from:
+        raise ConfigError("specdec[warm] needs --warm-prompts N: the prompts its cache file is built from")
     if "none" in names:  # the reference runs first
         names.remove("none")
         names.insert(0, "none")
@@ -107,7 +121,7 @@ def _vllm(tokenized, ks, dataset, engine_cfg, args) -> list:
         for method in names:
             print(f"== {dataset} {method} K={k}: a fresh engine", flush=True)
             recs, outputs = run_method(method, engine_methods(k, args.draft_model)[method], engine_cfg, measured,
-                                       warmup, batch_sizes, dataset, reference, args.min_prompts)
+                                       warmup, batch_sizes, dataset, reference, args.min_prompts, warm_from)
             reference = outputs if method == "none" else reference
             records += recs
             print(render_table(records), flush=True)
