@@ -80,3 +80,13 @@ def test_generate_end_to_end_through_the_console_script(tmp_path):
     assert 1 <= got["chat"]["num_output_tokens"] <= 16
     assert all(r["method"] == "specdec" and len(r["config_hash"]) == 16 for r in got.values())
     assert b"specdec.config" in table.schema.metadata
+
+
+def test_bench_warm_prompts_are_checked_before_any_engine_starts(tmp_path, capsys):
+    src = write(tmp_path / "p.parquet", [{"id": f"r{i}", "prompt": f"say {i}", "messages": None} for i in range(3)])
+    assert main(["bench", "--engine", "vllm", "--input", src, "--warm-prompts", "1"]) == 2
+    assert "--warm-prompts needs --limit" in capsys.readouterr().err
+    assert main(["bench", "--engine", "vllm", "--input", src, "--limit", "2", "--warm-prompts", "5"]) == 2
+    assert "fewer than --limit 2 plus --warm-prompts 5" in capsys.readouterr().err
+    assert main(["bench", "--engine", "vllm", "--input", src, "--limit", "3", "--methods", "none,specdec[warm]"]) == 2
+    assert "specdec[warm] needs --warm-prompts" in capsys.readouterr().err
