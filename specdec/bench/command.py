@@ -50,16 +50,16 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--warm-prompts needs --limit: the measured prompts come first, the warm ones after them")
     for source in args.input or ["humaneval"]:
         rows, dataset = load_rows(source, None if args.limit is None else args.limit + warm_prompts)
-        rows, warm_rows = rows[: args.limit], rows[args.limit :] if warm_prompts else []
-        if warm_prompts and len(warm_rows) < warm_prompts:
-            raise ConfigError(f"{dataset}: {len(rows) + len(warm_rows)} prompts, fewer than --limit {args.limit} "
+        if warm_prompts and len(rows) < args.limit + warm_prompts:
+            raise ConfigError(f"{dataset}: {len(rows)} prompts, fewer than --limit {args.limit} "
                               f"plus --warm-prompts {warm_prompts}")
-        requests = _tokenize(rows, args, engine_cfg, dataset)
+        tokenized = _tokenize(rows, args, engine_cfg, dataset)
         if args.engine == "replay":
-            records += _replay(requests, ks, dataset, engine_cfg, args)
+            records += _replay(tokenized, ks, dataset, engine_cfg, args)
         else:
-            warm = _tokenize(warm_rows, args, engine_cfg, dataset)[0] if warm_rows else []
-            records += _vllm(requests, warm, ks, dataset, engine_cfg, args)
+            requests, _ = tokenized
+            num_measured = len(requests) - warm_prompts  # the warm prompts come after the measured ones
+            records += _vllm(requests[:num_measured], requests[num_measured:], ks, dataset, engine_cfg, args)
     _outputs(records, args)
     return 0
 
@@ -97,10 +97,9 @@ def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
     return records
 
 
-def _vllm(tokenized, warm_from, ks, dataset, engine_cfg, args) -> list:
+def _vllm(requests, warm_from, ks, dataset, engine_cfg, args) -> list:
     from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_method
 
-    requests, _ = tokenized
     available = engine_methods(1, args.draft_model)
     default = [m for m in DEFAULT_METHODS if m != "suffix" or importlib.util.find_spec("arctic_inference")]
     default += ["specdec[warm]"] if warm_from else []

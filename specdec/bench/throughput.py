@@ -74,8 +74,36 @@ def run_method(
     if spec.cache_file and not warm_from:
         raise ValueError(f"{name}: the persisted-cache mode needs prompts to build its cache from")
     with _private_cache_file(spec) as spec:
-        return _run_method(name, spec, engine_cfg, requests, warmup, batch_sizes, dataset, reference,
-                           min_prompts, warm_from)
+        records: list[BenchRecord] = []
+        outputs: dict[str, list[int]] = {}
+        engine = None
+        snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
+        try:
+            for batch_size in batch_sizes:
+                if engine is None or spec.method in _UNRESETTABLE:
+                    if engine is not None:
+                        engine.close()
+                    engine = _started(spec, engine_cfg, max(batch_sizes), warmup)
+                    if snapshot is not None:
+                        _save_warm_cache(engine, spec.cache_file, warm_from, snapshot)
+                if snapshot is not None:
+                    # The engine rewrites its cache file after every call: start from the saved one.
+                    shutil.copyfile(snapshot, spec.cache_file)
+                engine.reset_proposer()
+                batch = prompts_for_batch(requests, batch_size, min_prompts)
+                started = time.perf_counter()
+                results = engine.generate(batch, GREEDY, batch_size=batch_size)
+                seconds = time.perf_counter() - started
+                outputs.update({r.id: r.output_token_ids for r in results})
+                records.append(_record(name, spec, dataset, batch_size, len(batch), seconds, results, reference,
+                                       len(warm_from)))
+            step_cost = engine.step_cost() if engine is not None else None
+            if step_cost is not None:
+                print(f"{name}: budget step cost {_format_cost(step_cost)}", flush=True)
+            return records, outputs
+        finally:
+            if engine is not None:
+                engine.close()
 
 
 @contextlib.contextmanager
@@ -86,50 +114,6 @@ def _private_cache_file(spec: SpecConfig) -> Iterator[SpecConfig]:
         return
     with tempfile.TemporaryDirectory(prefix="specdec-bench-") as folder:
         yield dataclasses.replace(spec, cache_file=str(Path(folder) / Path(spec.cache_file).name))
-
-
-def _run_method(
-    name: str,
-    spec: SpecConfig,
-    engine_cfg: EngineConfig,
-    requests: Sequence[GenerationRequest],
-    warmup: Sequence[GenerationRequest],
-    batch_sizes: Sequence[int],
-    dataset: str,
-    reference: dict[str, list[int]] | None,
-    min_prompts: int,
-    warm_from: Sequence[GenerationRequest],
-) -> tuple[list[BenchRecord], dict[str, list[int]]]:
-    records: list[BenchRecord] = []
-    outputs: dict[str, list[int]] = {}
-    engine = None
-    snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
-    try:
-        for batch_size in batch_sizes:
-            if engine is None or spec.method in _UNRESETTABLE:
-                if engine is not None:
-                    engine.close()
-                engine = _started(spec, engine_cfg, max(batch_sizes), warmup)
-                if snapshot is not None:
-                    _save_warm_cache(engine, spec.cache_file, warm_from, snapshot)
-            if snapshot is not None:
-                # The engine rewrites its cache file after every call: start from the saved one.
-                shutil.copyfile(snapshot, spec.cache_file)
-            engine.reset_proposer()
-            batch = prompts_for_batch(requests, batch_size, min_prompts)
-            started = time.perf_counter()
-            results = engine.generate(batch, GREEDY, batch_size=batch_size)
-            seconds = time.perf_counter() - started
-            outputs.update({r.id: r.output_token_ids for r in results})
-            records.append(_record(name, spec, dataset, batch_size, len(batch), seconds, results, reference,
-                                   len(warm_from)))
-        step_cost = engine.step_cost() if engine is not None else None
-        if step_cost is not None:
-            print(f"{name}: budget step cost {_format_cost(step_cost)}", flush=True)
-        return records, outputs
-    finally:
-        if engine is not None:
-            engine.close()
 
 
 _UNRESETTABLE = frozenset({"suffix"})  # cross-request state inside vLLM we cannot clear
