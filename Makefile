@@ -9,7 +9,7 @@ setup:
 	bash scripts/install.sh $(VENV)
 
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --durations=15
 
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow"

@@ -60,9 +60,14 @@ def speculative_config(spec: SpecConfig) -> dict[str, Any] | None:
 class VllmEngine:
     """A started vLLM engine with one speculation configuration."""
 
+    # vLLM's metrics registry is one per process and follows the newest engine only
+    _engines_started = 0
+
     def __init__(self, engine: EngineConfig, spec: SpecConfig) -> None:
         from vllm import LLM
 
+        VllmEngine._engines_started += 1
+        self._serial = VllmEngine._engines_started
         self.engine_config = engine
         self.spec = spec
         self.model_path = resolve_model(engine.model)
@@ -118,6 +123,12 @@ class VllmEngine:
         return self.llm.get_tokenizer()
 
     def counters(self) -> SpecCounters:
+        """vLLM's own cumulative speculation counters (subtract two snapshots)."""
+        if self._serial != VllmEngine._engines_started:
+            raise RuntimeError(
+                "vLLM's metrics registry follows only the newest engine in this process; "
+                "read counters() from the engine started last"
+            )
         return read_spec_counters(self.llm.get_metrics())
 
     def generate(

@@ -1,5 +1,6 @@
 -- An id already output by an earlier shard (by shard_id order) of the same run: the later
 -- copies are quarantined (then removed from outputs), so each id is output exactly once.
+-- Shard-level figures (shards, position_stats) keep counting them: the engine did that work.
 INSERT INTO quarantine (run_id, shard_id, row_index, id, stage, reason, num_rows)
 SELECT o.run_id, o.shard_id, NULL, o.id, 'dedupe',
        'duplicate id ' || o.id || ': already in shard ' || d.first_shard_id, 1

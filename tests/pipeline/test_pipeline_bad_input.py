@@ -131,12 +131,17 @@ def test_zero_row_shard_completes_without_an_engine(tmp_path, monkeypatch):
 
 def test_duplicate_ids_across_shards_are_quarantined_once_at_the_end_of_the_run(tmp_db, staging_dir):
     staging = Staging(str(staging_dir))
+    drafts_generated = 0
     for shard_id, ids in (("b.parquet", ["x", "b1", "z"]), ("a.parquet", ["x", "a1", "a2"]), ("c.parquet", ["z", "x", "c2"])):
         table = synthetic_results(shard_id, 3).set_column(0, "id", pa.array(ids))
+        drafts_generated += sum(table.column("num_drafts").to_pylist())
         manifest = manifest_for("r1", shard_id, table, fingerprint=shard_id)
         manifest.num_input_rows = 3
         staging.write_shard(manifest, table)
     report = ingest(str(tmp_db), staging, "r1", dedupe=True)
+    # shard-level figures describe the engine's work, quarantined duplicates included
+    assert query(tmp_db, "SELECT sum(num_drafts) FROM shards") == [(drafts_generated,)]
+    assert query(tmp_db, "SELECT sum(num_drafts) FROM position_stats WHERE pos = 0") == [(drafts_generated,)]
     assert report.num_duplicates == 3  # x in b and c (first in a), z in c (first in b)
     assert query(tmp_db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(6, 6)]
     assert query(tmp_db, "SELECT count(*) FROM request_stats") == [(6,)]
