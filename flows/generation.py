@@ -13,45 +13,19 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.artifacts import publish_run_artifacts
+from tasks.artifacts import publish_run_artifacts
 from flows.params import FlowParams
 from flows.shard_run import RunContext, process_shards, summary
+from flows.signature import takes_model_fields
 from tasks import prefect_tasks as t
 
 
 @flow(name="speculative-generation", log_prints=False)
-def speculative_generation(
-    source: str,
-    shard_glob: str = "*.parquet",
-    db: str = "out/specdec.duckdb",
-    staging: str = "out/staging",
-    run_name: str | None = None,
-    model: str | None = None,
-    method: str = "specdec",
-    k_max: int = 4,
-    ngram_min: int = 2,
-    ngram_max: int = 5,
-    draft_model: str | None = None,
-    budget: bool = True,
-    cache_file: str | None = None,
-    max_tokens: int = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = None,
-    batch_size: int = 16,
-    max_model_len: int = 2048,
-    kv_cache_gib: float = 2.0,
-    dtype: str = "float32",
-    enforce_eager: bool = True,
-    s3_endpoint_url: str | None = None,
-    s3_region: str | None = None,
-    s3_credentials_block: str | None = None,
-) -> dict[str, Any]:
+@takes_model_fields(FlowParams)
+def speculative_generation(**params: Any) -> dict[str, Any]:
     """Generate completions for every prompt shard under `source` into the DuckDB file `db`.
-    Parameters are those of flows.params.FlowParams (validated before any work)."""
-    params = FlowParams(**{name: value for name, value in locals().items()})
-    return run_pipeline(params)
+    Parameters: the fields of flows.params.FlowParams (validated before any work)."""
+    return run_pipeline(FlowParams(**params))
 
 
 def run_pipeline(params: FlowParams) -> dict[str, Any]:

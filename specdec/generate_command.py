@@ -1,80 +1,75 @@
-"""`specdec generate`: one Parquet file of prompts in, one Parquet file of results out."""
+"""`specdec generate`: one Parquet file of prompts in; one Parquet file of results out, and
+the rows that could not run in a quarantine file beside it.
+
+Exit status: 0 when every row was completed or quarantined and at least one completed;
+1 when none completed; 2 for unusable input (unreadable file, missing columns) and, with
+`--strict`, for any bad row (nothing is generated then).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specdec.config import EngineConfig, SpecConfig, config_hash
-from specdec.prompts import InputError, read_prompt_table, to_requests, validate_rows
-from specdec.results_table import results_to_table
-from specdec.stats import ShardStats
+from specdec.cli_options import add_model_options, model_from_args
+from specdec.generate import generate_rows
+from specdec.params import GenerationParams
+from specdec.prompts import InputError, read_prompt_table, validate_rows
+from specdec.quarantine import quarantine_path, quarantine_table
 from specdec.summary import RunSummary
-from specdec.types import SamplingOptions
 
 
-def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, SpecConfig, SamplingOptions]:
-    spec = SpecConfig(
-        method=args.method,
-        k_max=args.k_max,
-        ngram_min=args.ngram_min,
-        ngram_max=args.ngram_max,
-        draft_model=args.draft_model,
-        budget=args.budget,
-        cache_file=args.cache_file,
-    )
-    engine = EngineConfig(
-        model=args.model,
-        dtype=args.dtype,
-        max_model_len=args.max_model_len,
-        kv_cache_gib=args.kv_cache_gib,
-        enforce_eager=not args.compile,
-        max_num_seqs=args.batch_size,
-        seed=args.seed or 0,
-    )
-    sampling = SamplingOptions(
-        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed
-    )
-    return engine, spec, sampling
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate", help="generate completions for a Parquet file of prompts")
+    gen.add_argument("--input", required=True, help="Parquet with columns id, prompt [, messages, max_tokens]")
+    gen.add_argument("--output", required=True, help="Parquet file to write")
+    gen.add_argument("--strict", action="store_true",
+                     help="fail on any bad row (exit 2, nothing generated) instead of quarantining it")
+    add_model_options(gen, GenerationParams)
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    engine_cfg, spec, sampling = configs_from_args(args)
-    source = str(args.input)
+def run(args: argparse.Namespace) -> int:
+    params = model_from_args(GenerationParams, args)
+    source, output = str(args.input), Path(args.output)
     rows, rejected = validate_rows(read_prompt_table(source), source)
-    if rejected:
-        details = "\n".join(f"  row {r.index} (id={r.id!r}): {r.reason}" for r in rejected[:20])
-        raise InputError(f"{source}: {len(rejected)} invalid row(s):\n{details}")
-
-    from specdec.engines.vllm_engine import VllmEngine
-
-    started = time.perf_counter()
-    engine = VllmEngine(engine_cfg, spec)
-    engine_start_s = time.perf_counter() - started
-    requests = to_requests(rows, engine.tokenizer, args.max_tokens, engine_cfg.max_model_len, source)
-
-    started = time.perf_counter()
-    results = engine.generate(requests, sampling, show_progress=True)
-    generate_s = time.perf_counter() - started
-
-    used = {"spec": spec.to_dict(), "engine": engine_cfg.__dict__, "sampling": sampling.__dict__}
-    digest = config_hash(used)
-    table = results_to_table(results, spec.method, digest, used)
-    _write_atomically(table, Path(args.output))
-    summary = RunSummary(
-        spec.method, digest, len(results), engine_start_s, generate_s,
-        ShardStats.aggregate(r.stats for r in results),
-    )
-    print(summary.render())
-    print(f"wrote {args.output}")
+    if args.strict and rejected:
+        raise InputError(_describe(source, rejected))
+    out = generate_rows(rows, rejected, params, source, params.config_hash(), params.recorded_config(),
+                        show_progress=True, strict=args.strict)
+    _write_atomically(out.results, output)
+    print(RunSummary(params.method, params.config_hash(), out.results.num_rows, out.engine_start_s,
+                     out.generate_s, out.stats).render())
+    print(f"wrote {output}: {out.results.num_rows} completed")
+    _write_quarantine(out.quarantined, source, output)
+    if out.results.num_rows == 0:
+        print(f"specdec: error: {source}: no row could be generated", file=sys.stderr)
+        return 1
     return 0
 
 
-def _write_atomically(table, path: Path) -> None:
+def _write_quarantine(quarantined, source: str, output: Path) -> None:
+    path = quarantine_path(output)
+    if not quarantined:
+        path.unlink(missing_ok=True)  # a file from an earlier run would describe other rows
+        return
+    _write_atomically(quarantine_table(quarantined, None, source), path)
+    print(f"wrote {path}: {len(quarantined)} quarantined", file=sys.stderr)
+    print(_describe(source, quarantined), file=sys.stderr)
+
+
+def _describe(source: str, rejected) -> str:
+    shown = "\n".join(f"  {r.reason}" if r.reason.startswith(source) else f"  row {r.index} (id={r.id!r}): {r.reason}"
+                      for r in rejected[:20])
+    more = f"\n  ... and {len(rejected) - 20} more" if len(rejected) > 20 else ""
+    return f"{source}: {len(rejected)} bad row(s):\n{shown}{more}"
+
+
+def _write_atomically(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     pq.write_table(table, tmp)

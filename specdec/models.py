@@ -9,6 +9,8 @@ Nothing here touches the network.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -100,3 +102,75 @@ def _convert_gguf(target: Path) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def model_digest(model: str | os.PathLike[str] | None) -> str:
+    """Content hash of a model folder (every file's bytes, by relative name), so the same
+    weights in another folder hash the same. Weight files are read once per (path, size,
+    mtime): the digest of each file is cached under the project home."""
+    folder = resolve_model(model)
+    whole = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        whole.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        whole.update(_file_digest(path).encode())
+    return whole.hexdigest()[:32]
+
+
+def _file_digest(path: Path) -> str:
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:32]
+    cached = specdec_home() / "digests" / key
+    if cached.is_file():
+        return cached.read_text()
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_name(f".{key}.{os.getpid()}")
+    tmp.write_text(digest.hexdigest())
+    os.replace(tmp, cached)
+    return digest.hexdigest()
+
+
+def _hf_config(folder: Path) -> dict:
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def context_length(folder: Path) -> int:
+    """The model's own context length (max_position_embeddings in its config)."""
+    config = _hf_config(folder)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        if isinstance(config.get(key), int):
+            return config[key]
+    raise ModelError(f"model folder {folder}: config.json states no context length; pass max_model_len")
+
+
+def kv_bytes_per_token(folder: Path, dtype: str) -> int:
+    """KV-cache bytes one token takes: keys and values of every layer."""
+    config = _hf_config(folder)
+    heads = config.get("num_attention_heads", 1)
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    if dtype == "auto":
+        dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
+    width = 4 if "32" in dtype else 2
+    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * width
+
+
+def fit_model_len(folder: Path, requested: int | None, kv_cache_gib: float, dtype: str) -> int:
+    """max_model_len to start the engine with: the requested one, or the model's own context
+    lowered (with a warning) to what the KV cache can hold for one sequence."""
+    if requested is not None:
+        return requested
+    own = context_length(folder)
+    fits = int(kv_cache_gib * 2**30) // kv_bytes_per_token(folder, dtype)
+    if fits >= own:
+        return own
+    lowered = fits // 16 * 16  # vLLM allocates the KV cache in blocks of 16 tokens
+    if lowered < 16:
+        raise ModelError(f"kv_cache_gib={kv_cache_gib} cannot hold even 16 tokens of {folder.name}")
+    log.warning("max_model_len lowered from the model's %d to %d tokens: that is what "
+                "kv_cache_gib=%s holds for one sequence (raise kv_cache_gib for longer prompts)",
+                own, lowered, kv_cache_gib)
+    return lowered

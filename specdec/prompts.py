@@ -3,7 +3,8 @@
 Input columns: `id` (string) and `prompt` (string); optional `messages` (chat turns as a
 JSON list of {"role", "content"}, rendered with the model's chat template; used instead of
 `prompt` when present and not null) and `max_tokens` (per-row integer). Every problem is
-reported with the file and the row, so a user can find it.
+reported with the file and the row, so a user can find it. One policy for every entry point
+(`specdec generate`, the flow, the bench): `validate_rows`, then `tokenize_rows`.
 """
 
 from __future__ import annotations
@@ -153,17 +154,13 @@ def to_requests(
     default_max_tokens: int,
     max_model_len: int,
     source: str,
+    prompt_format: str,
 ) -> list[GenerationRequest]:
-    """Tokenize rows (chat template for `messages`); too-long prompts raise InputError."""
+    """Tokenize rows (see `prompt_token_ids`); a too-long prompt raises InputError."""
     requests = []
     for row in rows:
         max_tokens = row.max_tokens or default_max_tokens
-        if row.messages is not None:
-            # Render to text, then encode: the template already holds the special tokens.
-            text = tokenizer.apply_chat_template(row.messages, add_generation_prompt=True, tokenize=False)
-            token_ids = tokenizer.encode(text, add_special_tokens=False)
-        else:
-            token_ids = tokenizer.encode(row.prompt)
+        token_ids = prompt_token_ids(row, tokenizer, prompt_format)
         if len(token_ids) + max_tokens > max_model_len:
             raise InputError(
                 f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
@@ -171,3 +168,34 @@ def to_requests(
             )
         requests.append(GenerationRequest(row.id, tuple(int(t) for t in token_ids), max_tokens))
     return requests
+
+
+def prompt_token_ids(row: PromptRow, tokenizer: Any, prompt_format: str) -> list[int]:
+    """The tokenize policy: `messages` always go through the chat template; a plain `prompt`
+    is asked as one user turn when prompt_format is "chat" and the model has a template,
+    and completed as raw text otherwise."""
+    messages = row.messages
+    if messages is None and prompt_format == "chat" and getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": row.prompt}]
+    if messages is None:
+        return list(tokenizer.encode(row.prompt))
+    # Render to text, then encode: the template already holds the special tokens.
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def tokenize_rows(rows: Sequence[PromptRow], tokenizer: Any, default_max_tokens: int, max_model_len: int,
+                  source: str, prompt_format: str) -> tuple[list[GenerationRequest], list[RejectedRow]]:
+    """Requests for the rows that tokenize and fit; any other row is rejected with its reason
+    (a too-long prompt or a template refusing its turns rejects that row, never the batch)."""
+    requests: list[GenerationRequest] = []
+    rejected: list[RejectedRow] = []
+    for row in rows:
+        try:
+            requests.extend(to_requests([row], tokenizer, default_max_tokens, max_model_len, source, prompt_format))
+        except InputError as exc:
+            rejected.append(RejectedRow(row.index, row.id, str(exc), "tokenize"))
+        except Exception as exc:
+            reason = f"{source}: row {row.index} (id={row.id!r}): cannot tokenize: {type(exc).__name__}: {exc}"
+            rejected.append(RejectedRow(row.index, row.id, reason, "tokenize"))
+    return requests, rejected

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from specdec.stats import LEGACY_NAMES
 from specdec.types import GenerationResult
 
 RESULT_SCHEMA = pa.schema(
@@ -22,7 +23,7 @@ RESULT_SCHEMA = pa.schema(
         ("num_draft_tokens", pa.int32()),
         ("num_accepted_tokens", pa.int32()),
         ("acceptance_rate", pa.float64()),
-        ("mean_accepted_length", pa.float64()),
+        ("tokens_per_forward", pa.float64()),
         ("accepted_per_pos", pa.list_(pa.int32())),
         ("k_histogram", pa.list_(pa.int32())),
         ("num_fallback_steps", pa.int32()),
@@ -30,6 +31,18 @@ RESULT_SCHEMA = pa.schema(
         ("config_hash", pa.string()),
     ]
 )
+
+
+def with_current_names(table: pa.Table) -> pa.Table:
+    """A results table as an older worker staged it, with today's column names (a fleet is
+    upgraded one worker at a time, so ingest meets both)."""
+    names = table.column_names
+    if not any(old in names for old in LEGACY_NAMES):
+        return table
+    for old, new in LEGACY_NAMES.items():
+        if old in names and new in names:  # both written: today's name wins
+            table = table.drop_columns([old])
+    return table.rename_columns([LEGACY_NAMES.get(n, n) for n in table.column_names])
 
 
 def results_to_table(

@@ -1,15 +1,24 @@
-"""Acceptance statistics: per step -> per request -> per shard. Data only, no I/O.
+"""Acceptance statistics, one module: proposer trace -> request -> shard -> run. Data only, no I/O.
 
 Notation as in vLLM: a *draft* is one proposal of up to K tokens for one request in one
 step; *accepted* tokens are draft tokens the target agreed with; every target forward also
-yields one more token (recovered or bonus), so tokens per target forward = 1 + accepted/steps.
+yields one token of its own (recovered or bonus), so forwards = output tokens - accepted.
+
+Each figure is named by its formula:
+- acceptance_rate    = num_accepted_tokens / num_draft_tokens
+- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included).
+  vLLM's "mean acceptance length" (1 + accepted / drafts, drafted steps only) is a different
+  figure; older files call ours `mean_accepted_length` (see LEGACY_NAMES).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+# Names that older workers and databases used for today's figures: old -> new.
+LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
 
 
 @dataclasses.dataclass
@@ -57,23 +66,58 @@ class RequestStats:
 
     @property
     def acceptance_rate(self) -> float:
-        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
+        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
 
     @property
-    def mean_accepted_length(self) -> float:
-        """Tokens per target forward: output tokens / forwards."""
-        return self.num_output_tokens / self.num_steps if self.num_steps else 0.0
+    def tokens_per_forward(self) -> float:
+        return _ratio(self.num_output_tokens, self.num_steps)
 
     def to_columns(self) -> dict[str, Any]:
+        """One row of the results table (RESULT_SCHEMA's statistics columns)."""
         row = dataclasses.asdict(self)
-        row["acceptance_rate"] = self.acceptance_rate
-        row["mean_accepted_length"] = self.mean_accepted_length
+        row.update(acceptance_rate=self.acceptance_rate, tokens_per_forward=self.tokens_per_forward)
         return row
 
 
+def accepted_per_position(per_step_accepted: Sequence[int], k_max: int) -> list[int]:
+    """How many drafts had their token at position i accepted, i < k_max."""
+    counts = [0] * k_max
+    for accepted in per_step_accepted:
+        for pos in range(min(accepted, k_max)):
+            counts[pos] += 1
+    return counts
+
+
+def request_stats(
+    num_output_tokens: int,
+    per_step_drafted: Sequence[int],
+    per_step_accepted: Sequence[int],
+    k_max: int,
+    trace: RequestTrace | None = None,
+) -> RequestStats:
+    """Per-request figures from the verified drafts (+ our proposer's trace when present).
+
+    The replay simulator and the real engine both build their RequestStats here, so their
+    figures mean the same thing."""
+    num_accepted = int(sum(per_step_accepted))
+    return RequestStats(
+        num_output_tokens=num_output_tokens,
+        num_steps=max(1, num_output_tokens - num_accepted) if num_output_tokens else 0,
+        num_drafts=len(per_step_drafted),
+        num_draft_tokens=int(sum(per_step_drafted)),
+        num_accepted_tokens=num_accepted,
+        accepted_per_pos=accepted_per_position(per_step_accepted, k_max),
+        k_histogram=list(trace.k_histogram) if trace else [],
+        num_fallback_steps=trace.num_fallback_steps if trace else 0,
+    )
+
+
+_T = TypeVar("_T", bound="Totals")
+
+
 @dataclasses.dataclass
-class ShardStats:
-    """Sums over the requests of one shard (or any group of requests)."""
+class Totals:
+    """Sums of per-request figures over a group of requests (a shard, a run)."""
 
     num_requests: int = 0
     num_output_tokens: int = 0
@@ -85,34 +129,75 @@ class ShardStats:
     accepted_per_pos: list[int] = dataclasses.field(default_factory=list)
     k_histogram: list[int] = dataclasses.field(default_factory=list)
 
+    @property
+    def acceptance_rate(self) -> float:
+        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return _ratio(self.num_output_tokens, self.num_steps)
+
+    def add(self, other: "Totals | RequestStats") -> None:
+        """Add a request's figures (counts it) or another group's sums."""
+        self.num_requests += other.num_requests if isinstance(other, Totals) else 1
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.accepted_per_pos = _add_lists(self.accepted_per_pos, other.accepted_per_pos)
+        self.k_histogram = _add_lists(self.k_histogram, other.k_histogram)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields plus the derived figures (for JSON and logs)."""
+        row = dataclasses.asdict(self)
+        row.update(acceptance_rate=self.acceptance_rate, tokens_per_forward=self.tokens_per_forward)
+        return row
+
+    @classmethod
+    def from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:
+        """Read back `to_dict()`, also as older workers wrote it: missing fields keep their
+        defaults; derived figures (under today's or a legacy name) and unknown keys, such as
+        a newer worker's additions, are ignored."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name not in fields or value is None:
+                continue
+            values[name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        return cls(**values)
+
+
+_COUNTERS = ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens",
+             "num_accepted_tokens", "num_fallback_steps")
+
+
+@dataclasses.dataclass
+class ShardStats(Totals):
+    """Sums over the requests of one shard (or any group of requests)."""
+
     @classmethod
     def aggregate(cls, requests: Iterable[RequestStats]) -> "ShardStats":
         total = cls()
         for req in requests:
-            total.num_requests += 1
-            total.num_output_tokens += req.num_output_tokens
-            total.num_steps += req.num_steps
-            total.num_drafts += req.num_drafts
-            total.num_draft_tokens += req.num_draft_tokens
-            total.num_accepted_tokens += req.num_accepted_tokens
-            total.num_fallback_steps += req.num_fallback_steps
-            total.accepted_per_pos = _add_lists(total.accepted_per_pos, req.accepted_per_pos)
-            total.k_histogram = _add_lists(total.k_histogram, req.k_histogram)
+            total.add(req)
         return total
 
-    @property
-    def acceptance_rate(self) -> float:
-        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
 
-    @property
-    def mean_accepted_length(self) -> float:
-        return self.num_output_tokens / self.num_steps if self.num_steps else 0.0
+@dataclasses.dataclass
+class RunStats(Totals):
+    """Sums over the shards of one run."""
 
-    def to_dict(self) -> dict[str, Any]:
-        row = dataclasses.asdict(self)
-        row["acceptance_rate"] = self.acceptance_rate
-        row["mean_accepted_length"] = self.mean_accepted_length
-        return row
+    num_shards: int = 0
+
+    @classmethod
+    def aggregate(cls, shards: Iterable[Totals]) -> "RunStats":
+        total = cls()
+        for shard in shards:
+            total.add(shard)
+            total.num_shards += 1
+        return total
+
+
+def _ratio(num: int, den: int) -> float:
+    return num / den if den else 0.0
 
 
 def _add_lists(a: list[int], b: list[int]) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specdec.stats import ShardStats
+from specdec.stats import Totals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,7 +14,7 @@ class RunSummary:
     num_requests: int
     engine_start_s: float
     generate_s: float
-    stats: ShardStats
+    stats: Totals  # the run's sums (ShardStats over all its requests, or RunStats)
 
     @property
     def tokens_per_s(self) -> float:
@@ -30,7 +30,7 @@ class RunSummary:
             f"generation         {self.generate_s:.1f} s  ->  {self.tokens_per_s:.1f} tokens/s",
             f"drafts             {s.num_drafts} ({s.num_draft_tokens} tokens drafted)",
             f"acceptance rate    {s.acceptance_rate:.3f}",
-            f"tokens / forward   {s.mean_accepted_length:.3f}  (mean accepted length incl. bonus)",
+            f"tokens / forward   {s.tokens_per_forward:.3f}  (output tokens per target forward)",
         ]
         if s.accepted_per_pos:
             lines.append(f"accepted by pos    {s.accepted_per_pos}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.resources
 import os
 import time
 from collections.abc import Callable
@@ -18,7 +19,23 @@ from pathlib import Path
 
 import duckdb
 
-SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+
+def _sql_dir() -> Path:
+    """The installed SQL files: the package `tasks.sql`, which is the repo's top-level sql/
+    folder mapped into `tasks` by pyproject.toml, so that wheels carry it."""
+    try:
+        root = Path(str(importlib.resources.files("tasks.sql")))
+    except ModuleNotFoundError as exc:
+        raise ImportError(
+            "the SQL files (package tasks.sql) are not installed: reinstall specdec "
+            "(in a checkout: pip install -e '.[pipeline]')"
+        ) from exc
+    if not (root / "migrations").is_dir():
+        raise ImportError(f"the installed package tasks.sql ({root}) has no migrations/ folder")
+    return root
+
+
+SQL_DIR = _sql_dir()
 
 
 class MigrationError(RuntimeError):

@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from specdec.results_table import with_current_names
 from tasks.db import connect_for_write, load_sql
 from tasks.staging import RunManifest, ShardManifest, Staging, StagingIntegrityError
 
@@ -149,8 +150,9 @@ def _quarantine_row(entry: dict) -> dict:
 
 
 def _read_results(staging: Staging, m: ShardManifest) -> pa.Table:
+    """The staged results, with today's column names whichever worker version staged them."""
     try:
-        return staging.read_results(m.run_id, m.shard_id, m.results_sha256 or None)
+        return with_current_names(staging.read_results(m.run_id, m.shard_id, m.results_sha256 or None))
     except (StagingIntegrityError, pa.ArrowInvalid) as exc:
         raise IngestError(f"run {m.run_id} shard {m.shard_id}: staged results unusable, not ingested: {exc}") from exc
 
@@ -170,8 +172,8 @@ def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: 
         load_sql("insert_shard"),
         [
             m.run_id, m.shard_id, m.source_path, m.fingerprint, m.config_hash, status, m.error,
-            m.num_prompts, m.num_rejected, s.get("num_output_tokens", 0), s.get("num_steps", 0),
-            s.get("num_drafts", 0), s.get("num_draft_tokens", 0), s.get("num_accepted_tokens", 0),
+            m.num_prompts, m.num_rejected, s.num_output_tokens, s.num_steps,
+            s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens,
             m.read_s, m.engine_start_s, m.generate_s, m.stage_s, ingest_s, _ts(m.generated_at),
             m.num_input_rows, m.worker,
         ],

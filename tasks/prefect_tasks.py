@@ -11,14 +11,13 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
-from specdec.config import EngineConfig, SpecConfig
+from specdec.generate import Generation, generate_rows
+from specdec.params import GenerationParams
 from specdec.prompts import InputError
-from specdec.types import SamplingOptions
 from tasks import ingest as ingest_mod
 from tasks import shards as shards_mod
 from tasks.db import DatabaseLockedError
 from tasks.ingest import IngestError
-from tasks.generate import ShardGeneration, generate_shard
 from tasks.shards import LoadedShard, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
 from tasks.storage import S3Options
@@ -63,15 +62,14 @@ def read_shard(ref: ShardRef, source: str, s3: S3Options) -> LoadedShard:
 
 # No retries: a failed generation is not an I/O blip, and a retry would repeat minutes of work.
 @task(name="generate-shard", task_run_name="generate {shard.ref.shard_id}", cache_policy=NO_CACHE)
-def generate(shard: LoadedShard, engine_cfg: EngineConfig, spec: SpecConfig, sampling: SamplingOptions,
-             max_tokens: int, config: dict[str, Any], config_hash: str) -> ShardGeneration:
-    out = generate_shard(shard, engine_cfg, spec, sampling, max_tokens, config, config_hash)
+def generate(shard: LoadedShard, params: GenerationParams, config: dict[str, Any], config_hash: str) -> Generation:
+    out = generate_rows(shard.rows, shard.rejected, params, f"shard {shard.ref.uri}", config_hash, config)
     s = out.stats
     get_run_logger().info(
         "shard %s: %d request(s), %d tokens in %.2f s = %.1f tokens/s; acceptance rate %.3f, "
-        "mean accepted length %.3f tokens/forward%s",
+        "%.3f tokens per target forward%s",
         shard.ref.shard_id, s.num_requests, s.num_output_tokens, out.generate_s, out.tokens_per_s,
-        s.acceptance_rate, s.mean_accepted_length,
+        s.acceptance_rate, s.tokens_per_forward,
         f" (engine started in {out.engine_start_s:.1f} s)" if out.engine_start_s else " (engine reused)",
     )
     return out

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from specdec.stats import ShardStats
 from tasks import storage
 from tasks.storage import S3Options
 
@@ -36,7 +37,7 @@ class ShardManifest:
     error: str | None = None
     num_prompts: int = 0
     num_rejected: int = 0
-    stats: dict[str, Any] = dataclasses.field(default_factory=dict)  # ShardStats.to_dict()
+    stats: ShardStats = dataclasses.field(default_factory=ShardStats)
     read_s: float = 0.0
     engine_start_s: float = 0.0
     generate_s: float = 0.0
@@ -48,8 +49,24 @@ class ShardManifest:
     worker: str | None = None  # host:pid that generated it
     results_sha256: str = ""  # of results.parquet: ingest refuses a file that is not the committed one
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.stats, ShardStats):
+            raise TypeError(f"ShardManifest.stats must be a ShardStats, not {type(self.stats).__name__} "
+                            "(manifest.json is read with ShardManifest.from_dict)")
+
     def matches(self, fingerprint: str, config_hash: str) -> bool:
         return self.fingerprint == fingerprint and self.config_hash == config_hash
+
+    def to_dict(self) -> dict[str, Any]:
+        """manifest.json: the fields, stats with its derived figures."""
+        data = dataclasses.asdict(self)
+        data["stats"] = self.stats.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ShardManifest":
+        """Read manifest.json, also as older workers wrote it (stats with other or fewer keys)."""
+        return cls(**{**data, "stats": ShardStats.from_dict(data.get("stats") or {})})
 
 
 @dataclasses.dataclass
@@ -103,7 +120,7 @@ class Staging:
             digest = hashlib.sha256(data).hexdigest()
             storage.write_bytes_atomically(self.fs, storage.join(folder, "results.parquet"), data)
         manifest = dataclasses.replace(manifest, stage_s=time.perf_counter() - started, results_sha256=digest)
-        data = json.dumps(dataclasses.asdict(manifest), sort_keys=True).encode()
+        data = json.dumps(manifest.to_dict(), sort_keys=True).encode()
         storage.write_bytes_atomically(self.fs, marker, data)
         return manifest
 
@@ -113,7 +130,7 @@ class Staging:
             raw = storage.read_bytes(self.fs, marker)
         except FileNotFoundError:
             return None
-        return ShardManifest(**json.loads(raw))
+        return ShardManifest.from_dict(json.loads(raw))
 
     def read_results(self, run_id: str, shard_id: str, expected_sha256: str | None = None) -> pa.Table:
         path = storage.join(self._shard_dir(run_id, shard_id), "results.parquet")
@@ -135,7 +152,7 @@ class Staging:
 
     def read_manifest_at(self, path: str) -> ShardManifest | None:
         try:
-            return ShardManifest(**json.loads(storage.read_bytes(self.fs, path)))
+            return ShardManifest.from_dict(json.loads(storage.read_bytes(self.fs, path)))
         except FileNotFoundError:
             return None
 

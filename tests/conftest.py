@@ -29,8 +29,13 @@ def engine_factory(default_model_dir) -> Iterator:
     """`engine_factory(method, k_max=4, fresh=False, **spec_overrides)` -> a started, shared
     VllmEngine. `fresh=True` replaces a shared one with a newly started engine: vLLM's
     metrics registry (`get_metrics`) follows only the newest engine of a process."""
-    from specdec.config import EngineConfig, SpecConfig
+    from specdec.config import SpecConfig
+    from specdec.engine_cache import engine_configs
     from specdec.engines.vllm_engine import VllmEngine
+    from specdec.params import GenerationParams
+
+    # the engine a flow or `specdec generate` with batch_size=16, kv_cache_gib=1.0 starts
+    engine_cfg, _ = engine_configs(GenerationParams(batch_size=16, kv_cache_gib=1.0))
 
     def get(method: str, k_max: int = 4, fresh: bool = False, **spec_overrides):
         key = (method, k_max, tuple(sorted(spec_overrides.items())))
@@ -42,7 +47,7 @@ def engine_factory(default_model_dir) -> Iterator:
         while len(_ENGINES) >= MAX_LIVE_ENGINES:
             _ENGINES.pop(next(iter(_ENGINES))).close()
         spec = SpecConfig(method=method, k_max=k_max, **spec_overrides)
-        _ENGINES[key] = VllmEngine(EngineConfig(max_num_seqs=16, kv_cache_gib=1.0), spec)
+        _ENGINES[key] = VllmEngine(engine_cfg, spec)
         return _ENGINES[key]
 
     yield get

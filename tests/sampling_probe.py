@@ -101,7 +101,7 @@ def main() -> None:
     from specdec.engines.vllm_engine import VllmEngine
 
     # Same engine settings as tests/conftest.py's engine_factory.
-    config = EngineConfig(max_num_seqs=16, kv_cache_gib=1.0)
+    config = EngineConfig(max_model_len=2048, max_num_seqs=16, kv_cache_gib=1.0)
     engine = VllmEngine(config, SpecConfig(method=args.method))
     with open(args.out, "w") as f:
         json.dump(run_probe(engine, args.seed), f)

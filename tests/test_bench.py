@@ -7,7 +7,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from flows.bench_store import store
+from tasks.bench_store import store
 from specdec.bench.plots import write_plots
 from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
 from specdec.engines.replay import ReplayRequest
@@ -124,7 +124,7 @@ def test_real_engine_bench_starts_every_batch_size_cold(monkeypatch):
     for name in ("specdec", "suffix"):
         RecordingEngine.started = []
         spec = throughput.engine_methods(4)[name]
-        records, outputs = throughput.run_method(name, spec, EngineConfig(), requests, warmup, [1, 16], "d", None, 8)
+        records, outputs = throughput.run_method(name, spec, EngineConfig(max_model_len=2048), requests, warmup, [1, 16], "d", None, 8)
         # suffix's cache lives inside vLLM: a fresh engine per batch size; ours is reset in place
         engines = RecordingEngine.started
         assert len(engines) == (2 if name == "suffix" else 1)
@@ -146,7 +146,7 @@ def test_warm_bench_starts_every_batch_size_from_the_cache_of_other_prompts(monk
     warmup = [GenerationRequest("w", [4, 5], 4)]
     warm_from = [GenerationRequest(f"old{i}", [6, 7], 4) for i in range(5)]
     spec = throughput.engine_methods(4)["specdec[warm]"]
-    records, _ = throughput.run_method("specdec[warm]", spec, EngineConfig(), requests, warmup, [1, 16], "d", None, 8,
+    records, _ = throughput.run_method("specdec[warm]", spec, EngineConfig(max_model_len=2048), requests, warmup, [1, 16], "d", None, 8,
                                        warm_from)
     [engine] = RecordingEngine.started
     assert engine.calls[:2] == [(1, None), (5, None)]  # warm-up, then the warm set in one go
@@ -158,4 +158,4 @@ def test_warm_bench_starts_every_batch_size_from_the_cache_of_other_prompts(monk
     assert all("5 other prompts" in r.started_from for r in records)
     assert not Path(engine.spec.cache_file).parent.exists()  # the bench's own folder is cleaned up
     with pytest.raises(ValueError, match="needs prompts"):
-        throughput.run_method("specdec[warm]", spec, EngineConfig(), requests, warmup, [1], "d", None, 8)
+        throughput.run_method("specdec[warm]", spec, EngineConfig(max_model_len=2048), requests, warmup, [1], "d", None, 8)

@@ -68,7 +68,7 @@ def test_repetitive_text_is_drafted_and_accepted():
     [res] = replay([ReplayRequest("r", pattern * 2, greedy, 40)], cfg)
     assert res.output_token_ids == greedy[:40]
     assert res.stats.acceptance_rate == 1.0
-    assert res.stats.mean_accepted_length > 3.0  # close to K + 1 tokens per forward
+    assert res.stats.tokens_per_forward > 3.0  # close to K + 1 tokens per forward
 
 
 def test_stop_token_truncates_output_like_vllm():

@@ -4,7 +4,8 @@ import pyarrow as pa
 import pytest
 from transformers import AutoTokenizer
 
-from specdec.prompts import InputError, to_requests, validate_rows
+from specdec.params import GenerationParams
+from specdec.prompts import InputError, to_requests, tokenize_rows, validate_rows
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def test_messages_use_the_chat_template_and_rows_keep_their_max_tokens(tokenizer
         {"id": "p", "prompt": "hello", "messages": None, "max_tokens": 5},
         {"id": "m", "prompt": None, "messages": '[{"role": "user", "content": "hello"}]', "max_tokens": None},
     ])
-    plain, chat = to_requests(rows, tokenizer, 32, 2048, "t.parquet")
+    plain, chat = to_requests(rows, tokenizer, 32, 2048, "t.parquet", "raw")
     assert plain.prompt_token_ids == tuple(tokenizer.encode("hello")) and plain.max_tokens == 5
     rendered = tokenizer.decode(list(chat.prompt_token_ids))
     assert "user" in rendered and "hello" in rendered and rendered.rstrip().endswith("assistant")
@@ -33,7 +34,7 @@ def test_messages_use_the_chat_template_and_rows_keep_their_max_tokens(tokenizer
 def test_prompt_longer_than_the_model_is_an_error_naming_the_row(tokenizer):
     rows = rows_of([{"id": "ok", "prompt": "short"}, {"id": "long", "prompt": "word " * 3000}])
     with pytest.raises(InputError, match=r"t.parquet: row 1 \(id='long'\).*exceeds the model length 2048"):
-        to_requests(rows, tokenizer, 16, 2048, "t.parquet")
+        to_requests(rows, tokenizer, 16, 2048, "t.parquet", "raw")
 
 
 def test_absurd_max_tokens_is_rejected_per_row():
@@ -43,3 +44,39 @@ def test_absurd_max_tokens_is_rejected_per_row():
     )
     assert [r.id for r in valid] == ["b"]
     assert rejected[0].index == 0 and "max_tokens=0" in rejected[0].reason
+
+
+def test_plain_prompt_is_one_user_turn_by_default_and_raw_keeps_the_text(tokenizer):
+    rows = rows_of([{"id": "q", "prompt": "What is 2 + 3?"}])
+    chat = tokenize_rows(rows, tokenizer, 8, 2048, "t.parquet", GenerationParams().prompt_format)[0][0]
+    raw = tokenize_rows(rows, tokenizer, 8, 2048, "t.parquet", "raw")[0][0]
+    assert raw.prompt_token_ids == tuple(tokenizer.encode("What is 2 + 3?"))  # today's tokens
+    expected = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}],
+                                             add_generation_prompt=True, tokenize=False)
+    assert chat.prompt_token_ids == tuple(tokenizer.encode(expected, add_special_tokens=False))
+
+
+# GSM8K test questions (MIT): an instruct model asked these as raw text mostly stops at once.
+GSM8K = [
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
+    "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh "
+    "duck egg. How much in dollars does she make every day at the farmers' market?",
+    "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?",
+    "Josh decides to try flipping a house. He buys a house for $80,000 and then puts in $50,000 in repairs. "
+    "This increased the value of the house by 150%. How much profit did he make?",
+    "James decides to run 3 sprints 3 times a week. He runs 60 meters each sprint. How many total meters "
+    "does he run a week?",
+]
+
+
+@pytest.mark.slow
+def test_gsm8k_questions_get_real_answers_with_the_default_prompt_format(tokenizer, engine_factory):
+    from specdec.types import SamplingOptions
+
+    engine = engine_factory("none")
+    rows = rows_of([{"id": f"gsm8k-{i}", "prompt": q} for i, q in enumerate(GSM8K)])
+    requests, rejected = tokenize_rows(rows, tokenizer, 32, engine.engine_config.max_model_len, "gsm8k",
+                                       GenerationParams().prompt_format)
+    assert not rejected
+    results = engine.generate(requests, SamplingOptions())
+    assert [len(r.output_token_ids) >= 8 for r in results] == [True] * 4, [r.completion for r in results]

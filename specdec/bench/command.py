@@ -3,20 +3,28 @@
 `--engine replay`: greedy outputs are generated once with the real engine (cached), then
 every proposer is replayed on them: tokens per target forward, for a K sweep, in seconds.
 `--engine vllm`: real throughput per method and batch size, each method on a fresh engine.
+Engine and prompt options (model, dtype, --max-model-len, --prompt-format, --max-tokens, ...)
+are generate's, from the one parameter model; rows that cannot run are reported and left out.
+`specdec store-bench` (the pipeline's) adds the `--json` records to DuckDB.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import importlib.util
 import json
 from pathlib import Path
 
 from specdec.bench.datasets import BUILTIN, load_rows
+from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
-from specdec.prompts import to_requests
+from specdec.engine_cache import engine_configs
+from specdec.params import GenerationParams
+from specdec.prompts import tokenize_rows
+
+# Chosen per method and batch size by the bench itself, or fixed (greedy) for comparability.
+NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "batch_size", "temperature", "top_p", "top_k", "seed")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,23 +35,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
     p.add_argument("--batch-sizes", default="1,16", help="vllm engine only")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7")
-    p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
-    p.add_argument("--model", default=None)
-    p.add_argument("--draft-model", default=None, help="model folder for the `draft` method (same tokenizer)")
     p.add_argument("--min-prompts", type=int, default=16,
                    help="vllm engine: prompts measured per batch size (at least one full batch)")
     p.add_argument("--warm-prompts", type=int, default=0,
                    help="vllm engine: `specdec[warm]` starts from the cache file saved after generating "
                         "this many further prompts of the set (never the measured ones)")
-    p.add_argument("--json", default=None, help="write the records here")
-    p.add_argument("--db", default=None, help="DuckDB file to add the records to")
+    p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
+    add_model_options(p, GenerationParams, exclude=NOT_BENCH_OPTIONS)
 
 
 def run(args: argparse.Namespace) -> int:
     ks = [int(k) for k in args.k.split(",")]
-    engine_cfg = EngineConfig(model=args.model, max_num_seqs=64)
+    params = model_from_args(GenerationParams, args)
+    engine_cfg, _ = engine_configs(params)
     records: list = []
     warm_prompts = args.warm_prompts if args.engine == "vllm" else 0
     if warm_prompts and args.limit is None:
@@ -53,27 +59,35 @@ def run(args: argparse.Namespace) -> int:
         if warm_prompts and len(rows) < args.limit + warm_prompts:
             raise ConfigError(f"{dataset}: {len(rows)} prompts, fewer than --limit {args.limit} "
                               f"plus --warm-prompts {warm_prompts}")
-        tokenized = _tokenize(rows, args, engine_cfg, dataset)
+        tokenized = _tokenize(rows, params, engine_cfg, dataset)
         if args.engine == "replay":
-            records += _replay(tokenized, ks, dataset, engine_cfg, args)
+            records += _replay(tokenized, ks, dataset, engine_cfg, params, args)
         else:
             requests, _ = tokenized
             num_measured = len(requests) - warm_prompts  # the warm prompts come after the measured ones
-            records += _vllm(requests[:num_measured], requests[num_measured:], ks, dataset, engine_cfg, args)
+            records += _vllm(requests[:num_measured], requests[num_measured:], ks, dataset, engine_cfg, params, args)
     _outputs(records, args)
     return 0
 
 
-def _tokenize(rows, args, engine_cfg: EngineConfig, dataset: str):
+def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str):
+    """Requests for the rows that fit (the same tokenize policy as generate); the others are
+    reported and left out."""
     from transformers import AutoTokenizer
 
     from specdec.models import resolve_model
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.model))
-    return to_requests(rows, tokenizer, args.max_tokens, engine_cfg.max_model_len, dataset), tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(params.model))
+    requests, left_out = tokenize_rows(rows, tokenizer, params.max_tokens, engine_cfg.max_model_len, dataset,
+                                       params.prompt_format)
+    if left_out:
+        print(f"{dataset}: {len(left_out)} row(s) left out:")
+        for row in left_out[:10]:
+            print(f"  {row.reason}")
+    return requests, tokenizer
 
 
-def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
+def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
     from specdec.bench.reference import greedy_reference
     from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
     from specdec.models import resolve_model
@@ -84,7 +98,9 @@ def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
     if "suffix" in names and "suffix" not in available:
         print("suffix: left out: arctic-inference's suffix tree is not installed here "
               "(scripts/build_suffix_tree.sh builds it)")
-    reference = greedy_reference(requests, engine_cfg, resolve_model(args.model), tokenizer.eos_token_id)
+    # The reference has no batch size to respect: generate it 64 at a time.
+    reference = greedy_reference(requests, dataclasses.replace(engine_cfg, max_num_seqs=64),
+                                 resolve_model(params.model), tokenizer.eos_token_id)
     records = []
     for k in ks:
         for name in [n for n in names if n in available]:
@@ -97,10 +113,10 @@ def _replay(tokenized, ks, dataset, engine_cfg, args) -> list:
     return records
 
 
-def _vllm(requests, warm_from, ks, dataset, engine_cfg, args) -> list:
+def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
     from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_method
 
-    available = engine_methods(1, args.draft_model)
+    available = engine_methods(1, params.draft_model)
     default = [m for m in DEFAULT_METHODS if m != "suffix" or importlib.util.find_spec("arctic_inference")]
     default += ["specdec[warm]"] if warm_from else []
     names = _method_names(args.methods, default, allowed=set(available))
@@ -119,7 +135,7 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, args) -> list:
         reference = None
         for method in names:
             print(f"== {dataset} {method} K={k}: a fresh engine", flush=True)
-            recs, outputs = run_method(method, engine_methods(k, args.draft_model)[method], engine_cfg, measured,
+            recs, outputs = run_method(method, engine_methods(k, params.draft_model)[method], engine_cfg, measured,
                                        warmup, batch_sizes, dataset, reference, args.min_prompts, warm_from)
             reference = outputs if method == "none" else reference
             records += recs
@@ -145,7 +161,3 @@ def _outputs(records: list, args: argparse.Namespace) -> None:
 
         for path in write_plots(rows, Path(args.plots)):
             print(f"wrote {path}")
-    if args.db:
-        # DuckDB lives outside specdec/ (the core never imports it).
-        importlib.import_module("flows.bench_store").store(args.db, rows)
-        print(f"added {len(rows)} rows to {args.db} (table bench_results)")

@@ -37,9 +37,9 @@ def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
     rows: list[PromptRow] = []
     for file in files:
         valid, rejected = validate_rows(read_prompt_table(file), str(file))
-        if rejected:
-            first = rejected[0]
-            raise InputError(f"{file}: {len(rejected)} invalid row(s), first: row {first.index}: {first.reason}")
+        if rejected:  # left out, not fatal: the bench measures the rows that can run
+            print(f"{file}: {len(rejected)} invalid row(s) left out, first: row {rejected[0].index}: "
+                  f"{rejected[0].reason}")
         rows.extend(valid)
         if limit is not None and len(rows) >= limit:
             break

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specdec.stats import ShardStats
+from specdec.stats import Totals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,9 +25,9 @@ class BenchRecord:
     seconds: float | None = None  # real engine only
 
     @classmethod
-    def from_stats(cls, total: ShardStats, **fields) -> "BenchRecord":
+    def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
         return cls(
-            tokens_per_forward=total.mean_accepted_length,
+            tokens_per_forward=total.tokens_per_forward,
             acceptance_rate=total.acceptance_rate,
             accepted_per_pos=total.accepted_per_pos,
             num_output_tokens=total.num_output_tokens,

@@ -22,8 +22,7 @@ from specdec.budget import StepCostModel
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
 from specdec.drafting.base import Proposer
-from specdec.engines.spec_stats import request_stats
-from specdec.stats import RequestStats
+from specdec.stats import RequestStats, request_stats
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,10 +16,9 @@ from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import calibration, cpu_threads, vllm_proposer
-from specdec.engines.spec_stats import request_stats
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.models import resolve_model
-from specdec.stats import RequestTrace
+from specdec.stats import RequestTrace, request_stats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 log = logging.getLogger(__name__)

@@ -101,12 +101,12 @@ def prefect_api(prefect_server) -> Iterator[str]:
 @pytest.fixture
 def echo_engine(monkeypatch) -> list[int]:
     """Generation by EchoEngine (see echo_engine.py); returns the list of engine requests."""
-    import tasks.generate as generate_mod
+    import specdec.generate as generate_mod
     from echo_engine import EchoEngine
 
     starts: list[int] = []
 
-    def get_engine(engine_cfg, spec):
+    def get_engine(params):
         starts.append(1)
         return EchoEngine(), 0.0
 

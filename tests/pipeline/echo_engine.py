@@ -4,6 +4,7 @@ handling run for real in seconds. The real engine runs in the e2e and bad-input 
 
 from __future__ import annotations
 
+from specdec.config import EngineConfig
 from specdec.stats import RequestStats
 from specdec.types import GenerationResult
 
@@ -14,7 +15,8 @@ class EchoTokenizer:
 
 
 class EchoEngine:
-    tokenizer = EchoTokenizer()
+    tokenizer = EchoTokenizer()  # no chat template: prompts are encoded as they are
+    engine_config = EngineConfig(max_model_len=2048)
 
     def generate(self, requests, sampling, batch_size=None, show_progress=False):
         out = []

@@ -15,12 +15,15 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-import tasks.generate as generate_mod
+import specdec.engine_cache as engine_cache
+import specdec.generate as generate_mod
 from bad_input import SCHEMA, write_invalid_utf8, write_rows, write_table, write_truncated
 from flows.params import FlowParams
-from flows.synthetic import manifest_for, synthetic_results
+from tasks.synthetic_staging import manifest_for, synthetic_results
 from pipeline_support import assert_loopback_only
 from specdec.config import ConfigError
+from specdec.params import GenerationParams
+from specdec.prompts import tokenize_rows
 from tasks.ingest import ingest
 from tasks.shards import ShardInputError, ShardRef, read_shard
 from tasks.staging import Staging
@@ -28,7 +31,7 @@ from tasks.staging import Staging
 FULL_SCHEMA = pa.schema([("id", pa.string()), ("prompt", pa.string()), ("messages", pa.string()),
                          ("max_tokens", pa.int64())])
 CHAT = json.dumps([{"role": "user", "content": "Say hi."}])
-TOO_LONG = "word " * 2100  # > 2048 tokens, the model length used here
+TOO_LONG = "word " * 8300  # > 8192 tokens, the default model's context
 
 
 def read(path):
@@ -113,7 +116,7 @@ def test_prompt_longer_than_the_context_is_quarantined_before_the_engine(tmp_pat
             {"id": "long", "prompt": TOO_LONG, "messages": None, "max_tokens": None},
             {"id": "long-output", "prompt": "hi", "messages": None, "max_tokens": 100_000}]
     shard = read(write_rows(tmp_path / "long.parquet", rows, FULL_SCHEMA))
-    requests, rejected = generate_mod.build_requests(shard, tokenizer, max_tokens=8, max_model_len=2048)
+    requests, rejected = tokenize_rows(shard.rows, tokenizer, 8, 2048, f"shard {shard.ref.uri}", "raw")
     assert [r.id for r in requests] == ["ok"]
     assert [(r.index, r.id, r.stage) for r in rejected] == [(1, "long", "tokenize"), (2, "long-output", "tokenize")]
     assert "row 1 (id='long')" in rejected[0].reason and "exceeds the model length 2048" in rejected[0].reason
@@ -123,10 +126,9 @@ def test_prompt_longer_than_the_context_is_quarantined_before_the_engine(tmp_pat
 def test_zero_row_shard_completes_without_an_engine(tmp_path, monkeypatch):
     shard = read(write_rows(tmp_path / "empty.parquet", []))
     monkeypatch.setattr(generate_mod, "get_engine", lambda *a: pytest.fail("no engine for zero rows"))
-    params = FlowParams(source=str(tmp_path))
-    out = generate_mod.generate_shard(shard, params.engine_config(), params.spec_config(), params.sampling(),
-                                      8, params.generation_config(), params.config_hash())
-    assert (shard.num_input_rows, out.results.num_rows, out.rejected) == (0, 0, [])
+    params = GenerationParams(max_tokens=8)
+    out = generate_mod.generate_rows(shard.rows, shard.rejected, params, "empty", "hash", {})
+    assert (shard.num_input_rows, out.results.num_rows, out.quarantined) == (0, 0, [])
 
 
 def test_duplicate_ids_across_shards_are_quarantined_once_at_the_end_of_the_run(tmp_db, staging_dir):
@@ -191,7 +193,8 @@ def test_flow_with_a_mixed_bad_shard_set_accounts_for_every_row(tmp_path, prefec
     params = dict(source=str(src), db=str(tmp_path / "r.duckdb"), staging=str(tmp_path / "staging"),
                   run_name="bad-mix", max_tokens=8, batch_size=16, kv_cache_gib=1.0)
     p = FlowParams(**params)
-    monkeypatch.setitem(generate_mod._ENGINES, (p.engine_config(), p.spec_config()), engine_factory("specdec"))
+    monkeypatch.setitem(engine_cache._ENGINES, engine_cache.engine_configs(p.generation_params()),
+                        engine_factory("specdec"))
     with pytest.raises(RuntimeError, match="3 shard") as info:
         speculative_generation(**params)
     for name in ("d-no-prompt.parquet", "f-not.parquet", "g-truncated.parquet"):

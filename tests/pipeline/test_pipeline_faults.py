@@ -18,7 +18,7 @@ import pytest
 
 import tasks.db as db_mod
 from flaky_proxy import FlakyProxy
-from flows.synthetic import manifest_for, synthetic_results
+from tasks.synthetic_staging import manifest_for, synthetic_results
 from pipeline_support import REPO, stop, wait_for
 from tasks import storage
 from tasks.db import DatabaseLockedError
@@ -94,7 +94,7 @@ def test_ingest_gives_up_on_a_lock_held_too_long_with_a_clear_error(tmp_db, stag
 
 CRASH_WHILE_STAGING = """
 import os, sys
-from flows.synthetic import manifest_for, synthetic_results
+from tasks.synthetic_staging import manifest_for, synthetic_results
 from tasks import storage
 from tasks.staging import Staging
 real, point = storage.write_bytes_atomically, sys.argv[2]
@@ -199,7 +199,7 @@ def test_s3_outage_is_retried_with_backoff_then_the_run_completes(tmp_path, pref
 @pytest.mark.slow
 def test_s3_gone_for_good_fails_clearly_after_the_retry_budget_without_partial_rows(
         tmp_path, prefect_api, echo_engine, flaky_s3, monkeypatch):
-    import tasks.generate as generate_mod
+    import specdec.generate as generate_mod
     from echo_engine import EchoEngine
     from flows.generation import speculative_generation
     from tasks import prefect_tasks as t

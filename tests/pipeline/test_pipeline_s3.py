@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.params import FlowParams
-from flows.synthetic import manifest_for, synthetic_results
+from tasks.synthetic_staging import manifest_for, synthetic_results
 from tasks import storage
 from tasks.ingest import ingest
 from tasks.shards import list_shards, read_shard
@@ -56,7 +56,7 @@ def test_staging_on_s3_ingests_into_local_duckdb(bucket, tmp_db):
 
 def test_endpoint_from_parameters_credentials_from_a_block_never_recorded(
         s3_server, make_bucket, monkeypatch, tmp_path, prefect_api):
-    from flows.credentials import S3Credentials
+    from tasks.credentials import S3Credentials
 
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)

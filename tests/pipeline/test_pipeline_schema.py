@@ -1,7 +1,8 @@
 """Golden schema: the DuckDB schema after all migrations is pinned in golden_schema.txt.
 
 A schema change must come with a new migration and an updated golden file
-(regenerate with SPECDEC_UPDATE_GOLDEN=1)."""
+(regenerate with SPECDEC_UPDATE_GOLDEN=1). A database from an older commit upgrades in place:
+test_pipeline_upgrade.py."""
 
 from __future__ import annotations
 
@@ -11,30 +12,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from schema_support import describe_schema
 from tasks.db import MigrationError, SQL_DIR, _apply, _checksum, connect_for_write, migrate
 
 GOLDEN = Path(__file__).with_name("golden_schema.txt")
-
-
-def describe_schema(con: duckdb.DuckDBPyConnection) -> str:
-    lines = []
-    rows = con.execute(
-        "SELECT table_name, table_type FROM information_schema.tables ORDER BY table_name"
-    ).fetchall()
-    for name, kind in rows:
-        lines.append(f"{'VIEW' if kind == 'VIEW' else 'TABLE'} {name}")
-        for col, dtype, nullable in con.execute(
-            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-            "WHERE table_name = ? ORDER BY ordinal_position",
-            [name],
-        ).fetchall():
-            lines.append(f"  {col} {dtype}{'' if nullable == 'YES' else ' NOT NULL'}")
-    for table, cols in con.execute(
-        "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
-        "WHERE constraint_type = 'PRIMARY KEY' ORDER BY table_name"
-    ).fetchall():
-        lines.append(f"PRIMARY KEY {table} ({', '.join(cols)})")
-    return "\n".join(lines) + "\n"
 
 
 def test_schema_after_migrations_matches_golden(tmp_db):

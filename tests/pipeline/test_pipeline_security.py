@@ -70,7 +70,7 @@ def test_credentials_from_a_block_stay_out_of_parameters_logs_and_duckdb(
     from prefect import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
-    from flows.credentials import S3Credentials
+    from tasks.credentials import S3Credentials
     from flows.generation import speculative_generation
     from tasks import storage
 

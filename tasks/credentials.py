@@ -2,7 +2,7 @@
 Prefect UI shows and stores). Workers load the block by name at run time; without one, the
 worker's standard AWS environment / credential chain applies.
 
-    from flows.credentials import S3Credentials
+    from tasks.credentials import S3Credentials
     S3Credentials(access_key_id="...", secret_access_key="...").save("prompts-bucket")
     ... --param s3_credentials_block=prompts-bucket
 """

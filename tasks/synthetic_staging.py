@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from specdec.results_table import RESULT_SCHEMA
 from specdec.stats import ShardStats
@@ -48,7 +49,7 @@ def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 
         "num_draft_tokens": pa.array(draft_tokens),
         "num_accepted_tokens": pa.array(accepted),
         "acceptance_rate": pa.array(np.where(draft_tokens > 0, accepted / np.maximum(draft_tokens, 1), 0.0)),
-        "mean_accepted_length": pa.array(n_out / n_steps),
+        "tokens_per_forward": pa.array(n_out / n_steps),
         "accepted_per_pos": _lists(per_pos, k_max),
         "k_histogram": _lists(k_hist, k_max + 1),
         "num_fallback_steps": pa.array(np.zeros(num_rows, np.int32)),
@@ -58,13 +59,27 @@ def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 
     return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
 
 
+def table_stats(results: pa.Table) -> ShardStats:
+    """The shard totals of a results table (column sums), as a worker reports them."""
+    sums = {c: int(pc.sum(results.column(c)).as_py() or 0) for c in
+            ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens", "num_accepted_tokens",
+             "num_fallback_steps")}
+    return ShardStats(num_requests=results.num_rows, accepted_per_pos=_list_sums(results.column("accepted_per_pos")),
+                      k_histogram=_list_sums(results.column("k_histogram")), **sums)
+
+
+def _list_sums(column: pa.ChunkedArray) -> list[int]:
+    """Element-wise sums of a list column (position i summed over rows), without Python loops."""
+    values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+    positions = np.arange(values.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.bincount(positions, weights=values).astype(np.int64).tolist() if values.size else []
+
+
 def manifest_for(run_id: str, shard_id: str, results: pa.Table, fingerprint: str = "fp",
                  config_hash: str = "synthetic", generate_s: float = 1.0) -> ShardManifest:
-    cols = {c: results.column(c).to_numpy() for c in
-            ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens", "num_accepted_tokens")}
-    stats = ShardStats(num_requests=results.num_rows, **{k: int(v.sum()) for k, v in cols.items()})
     return ShardManifest(
         run_id=run_id, shard_id=shard_id, source_path=f"synthetic/{shard_id}", fingerprint=fingerprint,
         config_hash=config_hash, status="generated", num_prompts=results.num_rows,
-        stats=stats.to_dict(), generate_s=generate_s, generated_at="2026-01-01T00:00:00",
+        stats=table_stats(results), generate_s=generate_s, generated_at="2026-01-01T00:00:00",
     )

@@ -1,6 +1,6 @@
 """Benchmark: DuckDB ingest rows/s for a synthetic staging set (not a test).
 
-    python -m flows.bench_ingest [--rows 1000000] [--shards 20] [--workdir DIR]
+    python -m tasks.ingest_bench [--rows 1000000] [--shards 20] [--workdir DIR]
 
 Stages `rows` synthetic per-request results (the real RESULT_SCHEMA, k_max 4, ~40 output
 token ids per row) as `shards` committed shards in a local staging folder, then times one
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from flows.synthetic import manifest_for, synthetic_results
+from tasks.synthetic_staging import manifest_for, synthetic_results
 from tasks.ingest import ingest
 from tasks.staging import Staging
 

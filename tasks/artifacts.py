@@ -6,7 +6,7 @@ import re
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from specdec.stats import ShardStats
+from specdec.stats import RunStats
 from tasks.staging import RunManifest, ShardManifest
 
 
@@ -19,25 +19,20 @@ def shard_rows(outcomes: list[ShardManifest]) -> list[dict[str, object]]:
     rows = []
     for m in outcomes:
         s = m.stats
-        tokens, steps = s.get("num_output_tokens", 0), s.get("num_steps", 0)
-        drafted, accepted = s.get("num_draft_tokens", 0), s.get("num_accepted_tokens", 0)
         rows.append({
             "shard": m.shard_id,
             "prompts": m.num_prompts,
             "rejected": m.num_rejected,
-            "output tokens": tokens,
-            "acceptance rate": round(accepted / drafted, 4) if drafted else None,
-            "tokens per target forward": round(tokens / steps, 3) if steps else None,
-            "tokens/s": round(tokens / m.generate_s, 1) if m.generate_s else None,
+            "output tokens": s.num_output_tokens,
+            "acceptance rate": round(s.acceptance_rate, 4) if s.num_draft_tokens else None,
+            "tokens per target forward": round(s.tokens_per_forward, 3) if s.num_steps else None,
+            "tokens/s": round(s.num_output_tokens / m.generate_s, 1) if m.generate_s else None,
         })
     return rows
 
 
 def summary_markdown(run: RunManifest, outcomes: list[ShardManifest]) -> str:
-    total = ShardStats()
-    for m in outcomes:
-        for name in ("num_output_tokens", "num_steps", "num_draft_tokens", "num_accepted_tokens"):
-            setattr(total, name, getattr(total, name) + m.stats.get(name, 0))
+    total = RunStats.aggregate(m.stats for m in outcomes)
     generate_s = sum(m.generate_s for m in outcomes)
     wall = run.wall_s or 0.0
     lines = [
@@ -45,7 +40,7 @@ def summary_markdown(run: RunManifest, outcomes: list[ShardManifest]) -> str:
         f"- method `{run.method}`, config `{run.config_hash}`, source `{run.source}`",
         f"- shards: {len(outcomes)} of {run.num_shards}; prompts: {sum(m.num_prompts for m in outcomes)}",
         f"- output tokens: {total.num_output_tokens}; acceptance rate {total.acceptance_rate:.3f}; "
-        f"tokens per target forward {total.mean_accepted_length:.3f}",
+        f"tokens per target forward {total.tokens_per_forward:.3f}",
         f"- wall {wall:.1f} s: generation {generate_s:.1f} s, engine start {run.engine_start_s or 0:.1f} s, "
         f"outside generation {(1 - generate_s / wall) if wall else 0:.1%}",
     ]

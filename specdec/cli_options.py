@@ -1,0 +1,67 @@
+"""Command-line options derived from a pydantic parameter model: one option per field, its
+type, choices, help and default taken from the field (never written again here).
+
+Options left out on the command line are not passed on, so the model's own default applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def option_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], exclude: Iterable[str] = ()) -> None:
+    """One option per field of `model` (except `exclude`)."""
+    skip = set(exclude)
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
+        required = field.default is PydanticUndefined
+        kwargs: dict[str, Any] = {"dest": name, "help": _help(field.description, field.default, required)}
+        if required:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = argparse.SUPPRESS
+        kind = _base_type(field.annotation)
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(kind) is Literal:
+            kwargs["choices"] = typing.get_args(kind)
+        else:
+            kwargs["type"] = kind
+            kwargs["metavar"] = name.upper()
+        parser.add_argument(option_name(name), **kwargs)
+
+
+def model_from_args(model: type[M], args: argparse.Namespace, **extra: Any) -> M:
+    """The model from the options given (the others take the model's defaults)."""
+    given = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
+    return model(**given, **extra)
+
+
+def _base_type(annotation: Any) -> Any:
+    """`int | None` -> int; other annotations as they are."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _help(description: str | None, default: Any, required: bool) -> str:
+    text = description or ""
+    if required or default is None:
+        return text
+    return f"{text} (default: {default})".strip()

@@ -1,0 +1,135 @@
+"""The one parameter model: every generation parameter and its default, written once.
+
+`specdec generate`, `specdec bench`, the pipeline's `specdec run` and the Prefect flow all
+take their options from `GenerationParams` (command-line options are derived from its
+fields by `specdec.cli_options`, the flow's parameters by the pipeline). The engine's,
+drafter's and sampler's internal configs are built from it, and `config_hash` covers only
+the fields that decide the output (marked `decides_output`): the model and draft model by
+content, never by path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from specdec.types import SamplingOptions
+
+if TYPE_CHECKING:  # specdec.config takes its defaults from this module
+    from specdec.config import EngineConfig, SpecConfig
+
+Method = Literal["none", "ngram", "suffix", "draft", "specdec"]
+PromptFormat = Literal["chat", "raw"]
+
+SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec")
+
+
+def decides_output(description: str, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Marks a field that changes what the model outputs: it enters the config hash (a
+    drafting option only for the `methods` it applies to)."""
+    return {"description": description, "json_schema_extra": {"decides_output": True, "methods": methods}}
+
+
+class GenerationParams(BaseModel):
+    """What to generate with and how; validated before any work."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(None, **decides_output(
+        "Hugging Face model folder (default: the bundled SmolLM2-135M-Instruct)"))
+    method: Method = Field("specdec", **decides_output(
+        "speculation: specdec (ours), ngram (vLLM's prompt lookup), suffix, draft, none"))
+    k_max: int = Field(4, ge=1, le=64, **decides_output("most draft tokens per step", SPECULATIVE))
+    ngram_min: int = Field(2, ge=1, **decides_output("ngram: shortest match looked up", ("ngram",)))
+    ngram_max: int = Field(5, ge=1, **decides_output("ngram: longest match looked up", ("ngram",)))
+    draft_model: str | None = Field(None, **decides_output(
+        "draft: model folder with the target's tokenizer", ("draft",)))
+    budget: bool = Field(True, **decides_output(
+        "specdec: size drafts by the measured cost of verifying them", ("specdec",)))
+    cache_file: str | None = Field(None, description=(
+        "specdec: load the cross-request draft cache from this file when it exists and save it "
+        "back after each generate call"))
+    prompt_format: PromptFormat = Field("chat", **decides_output(
+        "chat: a plain prompt is asked as one user turn through the model's chat template "
+        "(when it has one); raw: the prompt text is completed as it is"))
+    max_tokens: int = Field(128, ge=1, le=1 << 20, **decides_output(
+        "most new tokens per request (a row's own max_tokens wins)"))
+    temperature: float = Field(0.0, ge=0.0, **decides_output("0: greedy"))
+    top_p: float = Field(1.0, gt=0.0, le=1.0, **decides_output("nucleus sampling mass"))
+    top_k: int = Field(0, ge=0, **decides_output("0: off"))
+    seed: int | None = Field(None, **decides_output("sampling seed"))
+    dtype: str = Field("float32", **decides_output(
+        "weights and activations; float32 on CPUs (bf16 has no fast kernel on AVX2), auto on GPUs"))
+    batch_size: int = Field(16, ge=1, le=4096, description="most requests running at once")
+    max_model_len: int | None = Field(None, ge=16, description=(
+        "longest prompt + completion in tokens (default: the model's own context, lowered to "
+        "what the KV cache holds)"))
+    kv_cache_gib: float = Field(2.0, gt=0.0, description="KV-cache memory in GiB")
+    enforce_eager: bool = Field(True, description="skip vLLM's compilation (starts in ~25 s on CPU)")
+    reserved_cpus: int | None = Field(None, ge=0, description=(
+        "CPU cores vLLM-CPU keeps from its compute threads (default: none on machines with at "
+        "most 4 CPUs, vLLM's own default elsewhere)"))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "GenerationParams":
+        from specdec.config import ConfigError
+
+        try:
+            self.spec_config()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        return self
+
+    def spec_config(self) -> SpecConfig:
+        from specdec.config import SpecConfig
+
+        return SpecConfig(
+            method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
+            draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file,
+        )
+
+    def engine_config(self, max_model_len: int) -> EngineConfig:
+        """The engine's config once the model length is settled (specdec.models.fit_model_len)."""
+        from specdec.config import EngineConfig
+
+        return EngineConfig(
+            model=self.model, dtype=self.dtype, max_model_len=max_model_len,
+            kv_cache_gib=self.kv_cache_gib, enforce_eager=self.enforce_eager,
+            max_num_seqs=self.batch_size, seed=self.seed or 0, reserved_cpus=self.reserved_cpus,
+        )
+
+    def sampling(self) -> SamplingOptions:
+        return SamplingOptions(self.temperature, self.top_p, self.top_k, self.seed)
+
+    def output_config(self) -> dict[str, Any]:
+        """The fields that decide the output, models by content (hashed, recorded with results)."""
+        from specdec.config import PolicyConfig
+        from specdec.models import model_digest
+
+        decided = {name: getattr(self, name) for name in output_fields(type(self), self.method)}
+        decided["model"] = model_digest(self.model)
+        if "draft_model" in decided:
+            decided["draft_model"] = model_digest(self.draft_model)
+        if self.method == "specdec":
+            decided["policy"] = PolicyConfig().__dict__
+        return decided
+
+    def config_hash(self) -> str:
+        from specdec.config import config_hash
+
+        return config_hash(self.output_config())
+
+    def recorded_config(self) -> dict[str, Any]:
+        """Everything worth keeping next to the results: what decided them, and how it ran."""
+        return {"output": self.output_config(), "params": self.model_dump(mode="json")}
+
+
+def output_fields(model: type[BaseModel], method: str) -> list[str]:
+    """The fields that decide the output of a run with `method`."""
+    names = []
+    for name, field in model.model_fields.items():
+        mark = field.json_schema_extra or {}
+        if mark.get("decides_output") and (mark.get("methods") is None or method in mark["methods"]):
+            names.append(name)
+    return names
