@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test test-fast demo clean
+.PHONY: setup test test-fast demo docs clean
 
 setup:
 	bash scripts/install.sh $(VENV)
@@ -16,6 +16,10 @@ test-fast: setup
 
 demo: setup
 	bash scripts/demo.sh $(PY)
+
+# docs/reference.md is generated from the code (tests/test_reference_docs.py checks it).
+docs: setup
+	$(PY) -m tasks.reference > docs/reference.md.tmp && mv docs/reference.md.tmp docs/reference.md
 
 clean:
 	rm -rf $(VENV) out

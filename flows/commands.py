@@ -75,6 +75,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run_flow(args: argparse.Namespace) -> int:
+    if not os.environ.get("PREFECT_API_URL"):
+        print("specdec: no PREFECT_API_URL set: using Prefect's embedded server", file=sys.stderr)
+        # Its first start migrates a fresh database: slower than Prefect's 20 s default on 2
+        # cores. Set before Prefect is imported: it reads its settings at import.
+        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     try:
         import prefect  # noqa: F401
     except ModuleNotFoundError as exc:
@@ -82,10 +87,6 @@ def run_flow(args: argparse.Namespace) -> int:
     from flows.params import FlowParams
 
     params = model_from_args(FlowParams, args)
-    if not os.environ.get("PREFECT_API_URL"):
-        print("specdec: no PREFECT_API_URL set: using Prefect's embedded server", file=sys.stderr)
-        # Its first start migrates a fresh database: slower than Prefect's 20 s default on 2 cores.
-        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     from flows.generation import speculative_generation
 
     result = speculative_generation(**params.model_dump())

@@ -15,14 +15,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def model_signature(model: type[BaseModel]) -> inspect.Signature:
-    """A parameter for every field of `model`, required ones first."""
+    """A keyword-only parameter for every field of `model`, required ones first (keyword-only:
+    Prefect then passes every parameter by name to the `**params` function)."""
     required, optional = [], []
     for name, field in model.model_fields.items():
         if field.default is PydanticUndefined:
-            required.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            required.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                               annotation=field.annotation))
         else:
-            optional.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            optional.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                               default=field.default, annotation=field.annotation))
     return inspect.Signature(required + optional, return_annotation=dict[str, Any])
 

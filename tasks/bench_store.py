@@ -1,5 +1,5 @@
-"""`specdec bench --db`: add benchmark records to DuckDB (table bench_results, view
-v_bench_speedup). Lives outside specdec/ because the core never imports duckdb."""
+"""`specdec store-bench`: add the records of `specdec bench --json` to DuckDB (table
+bench_results, view v_bench_speedup). Pipeline side: the core never imports duckdb."""
 
 from __future__ import annotations
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import duckdb
@@ -29,6 +32,12 @@ log = logging.getLogger(__name__)
 SHARD_TABLES = ("outputs", "request_stats", "position_stats", "quarantine", "shards")
 QUARANTINE_SCHEMA = pa.schema([("row_index", pa.int32()), ("id", pa.string()), ("stage", pa.string()),
                                ("reason", pa.string()), ("num_rows", pa.int64())])
+# Shards ingested at once, each in its own transaction on its own cursor: DuckDB runs one
+# INSERT of a shard on about one core, so a second shard keeps the other core busy.
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+# Committed shards stay in the WAL until this much has piled up, then one checkpoint compresses
+# them all; the default (16 MiB) checkpointed after every shard, rewriting the table each time.
+WAL_AUTOCHECKPOINT = "1GB"
 
 
 class IngestError(RuntimeError):
@@ -49,31 +58,71 @@ class IngestReport:
 
 
 def ingest(db: str, staging: Staging, run_id: str, shard_ids: Iterable[str] | None = None,
-           dedupe: bool = False) -> IngestReport:
+           dedupe: bool = False, workers: int = WORKERS) -> IngestReport:
     """Ingest the run record and the given (default: all committed) shards of a run.
-    `dedupe` (at the end of a run): quarantine ids that an earlier shard of the run already output."""
+    `dedupe` (at the end of a run): quarantine ids that an earlier shard of the run already output.
+    Up to `workers` shards are ingested at once (one transaction each); on the first error no
+    further shard starts and that error is raised once the ones under way have finished."""
     started = time.perf_counter()
     report = IngestReport()
     con = connect_for_write(db, on_wait=lambda msg: log.warning("%s", msg))
     try:
+        con.execute(f"SET wal_autocheckpoint = '{WAL_AUTOCHECKPOINT}'")
         run = staging.read_run(run_id)
         if run is not None:
             upsert_run(con, run)
         ids = staging.committed_shard_ids(run_id) if shard_ids is None else list(shard_ids)
-        for shard_id in ids:
-            manifest = staging.read_manifest(run_id, shard_id)
-            if manifest is None:
-                raise IngestError(f"run {run_id} shard {shard_id}: not committed in staging {staging.uri}")
-            rows = ingest_shard(con, staging, manifest)
+        for rows in _ingest_shards(con, staging, run_id, ids, workers):
             report.num_shards += rows is not None
             report.num_skipped += rows is None
             report.num_rows += rows or 0
         if dedupe:
             report.num_duplicates = quarantine_cross_shard_duplicates(con, run_id)
+        con.execute("CHECKPOINT")  # the report's time covers the data written to the database file
     finally:
         con.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _ingest_shards(con: duckdb.DuckDBPyConnection, staging: Staging, run_id: str, ids: list[str],
+                   workers: int) -> list[int | None]:
+    """ingest_shard for each id, `workers` at a time; rows per shard (None: skipped)."""
+    pending = iter(ids)
+    lock, failed = threading.Lock(), threading.Event()
+    # A cursor starts in the instance's default database, which need not be the one `con` uses.
+    database = con.execute("SELECT current_database()").fetchone()[0].replace('"', '""')
+
+    def work() -> list[int | None]:
+        done: list[int | None] = []
+        cursor = con.cursor()  # its own connection, so its own transaction
+        try:
+            cursor.execute(f'USE "{database}"')
+            while not failed.is_set():
+                with lock:
+                    shard_id = next(pending, None)
+                if shard_id is None:
+                    return done
+                manifest = staging.read_manifest(run_id, shard_id)
+                if manifest is None:
+                    raise IngestError(f"run {run_id} shard {shard_id}: not committed in staging {staging.uri}")
+                done.append(ingest_shard(cursor, staging, manifest))
+            return done
+        except BaseException:
+            failed.set()
+            raise
+        finally:
+            cursor.close()
+
+    threads = max(1, min(workers, len(ids)))
+    if threads == 1:
+        return work()
+    with ThreadPoolExecutor(threads, thread_name_prefix="ingest") as pool:
+        futures = [pool.submit(work) for _ in range(threads)]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return [rows for f in futures for rows in f.result()]
 
 
 def upsert_run(con: duckdb.DuckDBPyConnection, run: RunManifest) -> None:

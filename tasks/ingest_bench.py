@@ -1,18 +1,21 @@
 """Benchmark: DuckDB ingest rows/s for a synthetic staging set (not a test).
 
-    python -m tasks.ingest_bench [--rows 1000000] [--shards 20] [--workdir DIR]
+    python -m tasks.ingest_bench [--rows 1000000] [--shards 20] [--repeats 3] [--workdir DIR]
 
 Stages `rows` synthetic per-request results (the real RESULT_SCHEMA, k_max 4, ~40 output
-token ids per row) as `shards` committed shards in a local staging folder, then times one
-`ingest` of the whole run into a fresh DuckDB file: reading Parquet, replacing each shard's
-rows in `outputs`, `request_stats` and `position_stats`, and the shard records.
+token ids per row) as `shards` committed shards in a local staging folder once, then times
+`repeats` ingests of the whole run, each into a fresh DuckDB file: reading Parquet, replacing
+each shard's rows in `outputs`, `request_stats` and `position_stats`, the shard records, and the
+checkpoint that writes them to the file. Prints each figure, the median and the spread.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +27,15 @@ from tasks.ingest import ingest
 from tasks.staging import Staging
 
 
+@dataclasses.dataclass
+class Repeat:
+    ingest_s: float
+    rows_per_s: float
+    cpu_s: float  # this process, DuckDB's threads included
+    load: float  # 1-minute load average when it finished
+    reingest_skip_s: float  # the same run again: every shard unchanged, so skipped
+
+
 def stage(staging: Staging, run_id: str, rows: int, shards: int) -> None:
     per_shard = -(-rows // shards)
     for i in range(shards):
@@ -33,23 +45,18 @@ def stage(staging: Staging, run_id: str, rows: int, shards: int) -> None:
         staging.write_shard(manifest_for(run_id, shard_id, table, fingerprint=f"fp{i}"), table)
 
 
-def run(rows: int, shards: int, workdir: Path) -> dict[str, float]:
-    staging = Staging(str(workdir / "staging"))
-    db = workdir / "bench.duckdb"
-    started = time.perf_counter()
-    stage(staging, "bench", rows, shards)
-    stage_s = time.perf_counter() - started
+def run_once(staging: Staging, db: Path, rows: int) -> Repeat:
     cpu_before = _cpu_s()
     report = ingest(str(db), staging, "bench")
-    ingest_cpu_s = _cpu_s() - cpu_before
+    cpu_s = _cpu_s() - cpu_before
+    load = os.getloadavg()[0]
     con = duckdb.connect(str(db), read_only=True)
     loaded = con.execute("SELECT count(*) FROM outputs").fetchone()[0]
     con.close()
     assert loaded == rows, f"ingested {loaded} of {rows} rows"
-    again = ingest(str(db), staging, "bench")  # nothing changed: every shard skipped
-    return {"rows": rows, "shards": shards, "stage_s": stage_s, "ingest_s": report.seconds,
-            "rows_per_s": report.rows_per_s, "ingest_cpu_s": ingest_cpu_s,
-            "reingest_skip_s": again.seconds}
+    again = ingest(str(db), staging, "bench")
+    assert again.num_shards == 0, "re-ingest of unchanged shards wrote rows"
+    return Repeat(report.seconds, report.rows_per_s, cpu_s, load, again.seconds)
 
 
 def _cpu_s() -> float:
@@ -63,14 +70,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--shards", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="specdec-bench-") as tmp:
-        result = run(args.rows, args.shards, args.workdir or Path(tmp))
-    print(f"staged {result['rows']:,} rows in {result['shards']} shards in {result['stage_s']:.1f} s")
-    print(f"ingest: {result['ingest_s']:.1f} s -> {result['rows_per_s']:,.0f} rows/s "
-          f"(CPU {result['ingest_cpu_s']:.1f} s; load average {os.getloadavg()[0]:.1f}; "
-          f"re-ingest of unchanged shards: {result['reingest_skip_s']:.2f} s)")
+        workdir = args.workdir or Path(tmp)
+        staging = Staging(str(workdir / "staging"))
+        started = time.perf_counter()
+        stage(staging, "bench", args.rows, args.shards)
+        print(f"staged {args.rows:,} rows in {args.shards} shards in {time.perf_counter() - started:.1f} s")
+        repeats = []
+        for i in range(args.repeats):
+            db = workdir / f"bench-{i}.duckdb"
+            db.unlink(missing_ok=True)
+            r = run_once(staging, db, args.rows)
+            repeats.append(r)
+            print(f"ingest {i + 1}: {r.ingest_s:.2f} s -> {r.rows_per_s:,.0f} rows/s (CPU {r.cpu_s:.1f} s; "
+                  f"load average {r.load:.1f}; re-ingest of unchanged shards: {r.reingest_skip_s:.2f} s)")
+            db.unlink()  # the next repeat starts from an empty file too
+    rates = [r.rows_per_s for r in repeats]
+    print(f"ingest median {statistics.median(rates):,.0f} rows/s (spread {min(rates):,.0f}-{max(rates):,.0f}; "
+          f"CPU median {statistics.median(r.cpu_s for r in repeats):.1f} s; {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

@@ -184,5 +184,5 @@ def test_distribution_test_detects_a_wrong_temperature(probe_factory) -> None:
 
 @pytest.mark.slow
 def test_suffix_greedy_identical_to_no_speculation(engine_factory, greedy_requests, plain_greedy) -> None:
-    pytest.importorskip("arctic_inference.suffix_decoding", reason="scripts/build_suffix_tree.sh not run")
+    pytest.importorskip("arctic_inference.suffix_decoding", reason="the suffix tree is not built (scripts/install.sh builds packaging/suffix_tree)")
     check_greedy_identity("suffix", engine_factory, greedy_requests, plain_greedy)

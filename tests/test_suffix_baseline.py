@@ -12,9 +12,9 @@ import pytest
 
 try:
     import arctic_inference.suffix_decoding  # noqa: F401
-except ImportError as exc:  # built at set-up by scripts/build_suffix_tree.sh
+except ImportError as exc:  # built at set-up by scripts/install.sh (packaging/suffix_tree)
     pytest.skip(
-        f"arctic_inference.suffix_decoding is not installed ({exc}); run scripts/build_suffix_tree.sh VENV",
+        f"arctic_inference.suffix_decoding is not installed ({exc}); run scripts/install.sh VENV (it builds packaging/suffix_tree)",
         allow_module_level=True,
     )
 

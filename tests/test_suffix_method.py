@@ -1,5 +1,5 @@
 """vLLM's built-in `suffix` method (arctic-inference's suffix tree, built at set-up by
-scripts/build_suffix_tree.sh) through the real engine: greedy output is unchanged and it
+packaging/suffix_tree, built by scripts/install.sh) through the real engine: greedy output is unchanged and it
 really drafts."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ try:
 except ImportError as exc:
     pytest.skip(
         f"arctic_inference.suffix_decoding is not installed ({exc}); "
-        "run scripts/build_suffix_tree.sh VENV to build it from the arctic-inference sdist",
+        "run scripts/install.sh VENV: it builds packaging/suffix_tree from the arctic-inference sdist",
         allow_module_level=True,
     )
 

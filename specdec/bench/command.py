@@ -97,7 +97,7 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     names = _method_names(args.methods, list(available), allowed=set(available) | {"none", "suffix"})
     if "suffix" in names and "suffix" not in available:
         print("suffix: left out: arctic-inference's suffix tree is not installed here "
-              "(scripts/build_suffix_tree.sh builds it)")
+              "(scripts/install.sh builds it from packaging/suffix_tree)")
     # The reference has no batch size to respect: generate it 64 at a time.
     reference = greedy_reference(requests, dataclasses.replace(engine_cfg, max_num_seqs=64),
                                  resolve_model(params.model), tokenizer.eos_token_id)

@@ -1,7 +1,7 @@
 """vLLM's built-in `suffix` method as a `Proposer`, so the replay simulator can score suffix
 decoding without the engine.
 
-It drives arctic-inference's `SuffixDecodingCache` (built by scripts/build_suffix_tree.sh)
+It drives arctic-inference's `SuffixDecodingCache` (built by scripts/install.sh from packaging/suffix_tree)
 the way `vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults:
 
 - the first time a request is seen (the step after its prefill, when it has exactly one

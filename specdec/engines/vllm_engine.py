@@ -17,6 +17,7 @@ from typing import Any
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import calibration, cpu_threads, vllm_proposer
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
+from specdec.engines.vllm_version import check_vllm_version
 from specdec.models import resolve_model
 from specdec.stats import RequestTrace, request_stats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
@@ -65,6 +66,7 @@ class VllmEngine:
     def __init__(self, engine: EngineConfig, spec: SpecConfig) -> None:
         from vllm import LLM
 
+        check_vllm_version()
         VllmEngine._engines_started += 1
         self._serial = VllmEngine._engines_started
         self.engine_config = engine

@@ -1,0 +1,126 @@
+"""specdec as a built wheel, away from the checkout: the wheel carries the SQL files
+(package `tasks.sql`, mapped from the top-level sql/ folder) and `specdec run` works from a
+fresh virtual environment in a folder outside the repo."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from setuptools import find_packages
+
+from pipeline_support import BIN, REPO
+
+# Left out of the source copy the wheel is built from (the checkout is never built in place:
+# other runs may share it, and a stale build/ folder would leak old modules into the wheel).
+TOP_LEVEL_SKIP = {".venv", ".git", "build", "dist", "out", "tests", ".pytest_cache", ".hypothesis"}
+SKIP_ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.duckdb", "*.duckdb.wal")
+
+
+def test_package_list_covers_every_package_folder():
+    setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools_cfg["packages"])
+    on_disk = set(find_packages(str(REPO), include=["specdec", "specdec.*", "flows", "flows.*", "tasks", "tasks.*"]))
+    assert listed == on_disk | {"tasks.sql"}, "update [tool.setuptools] packages in pyproject.toml"
+    assert setuptools_cfg["package-dir"]["tasks.sql"] == "sql"
+
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    skipped = set(SKIP_ANYWHERE(folder, names))
+    if Path(folder) == REPO:
+        skipped |= TOP_LEVEL_SKIP & set(names)
+    return skipped
+
+
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, f"{cmd}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
+    """Build the wheel from a copy of the sources, install it alone into a new virtual
+    environment, then let that environment see .venv's other packages through a .pth file."""
+    src, dist, venv = tmp_path / "src", tmp_path / "dist", tmp_path / "venv"
+    shutil.copytree(REPO, src, ignore=_ignore)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), str(src)])
+    (wheel,) = dist.glob("specdec-*.whl")
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    # Installed before the .pth exists, so pip sees no other specdec (.venv's editable one).
+    _run([*pip, "--python", str(python), "install", "--no-deps", "--no-index", "--ignore-installed", str(wheel)])
+    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    # Plain path lines: .venv's own .pth files (its editable specdec finder) are not run.
+    ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    (Path(purelib) / "specdec_test_deps.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    return venv
+
+
+def _subprocess_env(tmp_path: Path) -> dict[str, str]:
+    from specdec.models import specdec_home
+
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "SPECDEC_HOME": str(specdec_home()), "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false",
+           # The embedded server's first start migrates a fresh database: slow on a busy 2-core host.
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"}
+    for name in ("PREFECT_API_URL", "PYTHONPATH", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.mark.slow
+def test_wheel_runs_the_pipeline_outside_the_checkout(tmp_path, default_model_dir):
+    venv = _fresh_venv_with_wheel(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = _subprocess_env(tmp_path)
+
+    where = _run([str(venv / "bin" / "python"), "-c", (
+        "import json, importlib.metadata as md, specdec, flows, tasks.db\n"
+        "print(json.dumps([specdec.__file__, flows.__file__, tasks.db.__file__, str(tasks.db.SQL_DIR),"
+        " str(md.distribution('specdec').locate_file(''))]))")], env=env, cwd=work)
+    root = venv.resolve()
+    for path in json.loads(where.stdout):
+        assert Path(path).resolve().is_relative_to(root), f"{path} is not from the wheel in {root}"
+    sql_dir = Path(json.loads(where.stdout)[3])
+    assert sorted(p.relative_to(sql_dir) for p in sql_dir.rglob("*.sql")) == \
+        sorted(p.relative_to(REPO / "sql") for p in (REPO / "sql").rglob("*.sql"))
+
+    source, db, staging = work / "shards", work / "results.duckdb", work / "staging"
+    source.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b"], "prompt": ["Say hello.", "Count to three."]}),
+                   source / "shard-000.parquet")
+    cmd = [str(venv / "bin" / "specdec"), "run", "--source", str(source), "--db", str(db),
+           "--staging", str(staging), "--max-tokens", "8", "--method", "none"]
+    log = tmp_path / "run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        finally:
+            try:  # the run's own process group: Prefect's embedded server, engine processes
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    assert returncode == 0, f"exit {returncode}:\n" + log.read_text()[-6000:]
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*), count(DISTINCT id) FROM outputs").fetchall() == [(2, 2)]
+    finally:
+        con.close()

@@ -1,0 +1,35 @@
+"""docs/reference.md is generated (tasks/reference.py): the committed file must be what the
+generator writes today, so a new option, parameter, column or view cannot go undocumented."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("duckdb")
+pytest.importorskip("prefect")
+
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
+
+
+def test_committed_reference_is_up_to_date():
+    from tasks.reference import render
+
+    expected = render()
+    committed = REFERENCE.read_text(encoding="utf-8") if REFERENCE.is_file() else ""
+    if committed != expected:
+        diff = "".join(list(difflib.unified_diff(
+            committed.splitlines(keepends=True), expected.splitlines(keepends=True),
+            "docs/reference.md (committed)", "python -m tasks.reference (now)"))[:60])
+        pytest.fail("docs/reference.md is out of date: run `make docs` and commit the result.\n" + diff,
+                    pytrace=False)
+
+
+def test_reference_is_deterministic_and_local():
+    from tasks.reference import render
+
+    text = render()
+    assert text == render()
+    assert str(Path(__file__).resolve().parents[1]) not in text, "no absolute paths of this machine"
