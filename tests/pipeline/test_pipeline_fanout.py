@@ -7,18 +7,18 @@ ingests once. Every shard is generated exactly once, both workers work, DuckDB i
 from __future__ import annotations
 
 import collections
-import io
 import os
 import signal
 import subprocess
 
-import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from pipeline_support import BIN, REPO, assert_loopback_only, stop, wait_for
 from specdec.datasets import humaneval_rows
+from support import BIN, REPO
+from support.db import query
+from support.prefect_records import flow_run_logs, task_runs
+from support.processes import assert_loopback_only, stop, wait_for
+from support.shards import write_shard
 from tasks import storage
 
 pytestmark = pytest.mark.slow
@@ -62,20 +62,12 @@ def put_shards(endpoint: str) -> None:
     fs, _ = storage.filesystem("s3://fanout", storage.S3Options(endpoint))
     rows = humaneval_rows(limit=NUM_SHARDS)
     for i, row in enumerate(rows):
-        buf = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist([{"id": row["id"], "prompt": row["prompt"][:200]}]), buf)
-        storage.write_bytes_atomically(fs, f"fanout/prompts/part-{i:03d}.parquet", buf.getvalue())
+        write_shard(f"fanout/prompts/part-{i:03d}.parquet", [{"id": row["id"], "prompt": row["prompt"][:200]}],
+                    filesystem=fs)
 
 
-def task_and_log_records(flow_run_ids):
-    from prefect import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
-
-    with get_client(sync_client=True) as client:
-        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=flow_run_ids)))
-        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=flow_run_ids)))
-        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=flow_run_ids)))
-    return tasks, [entry.message for entry in logs], children
+def shards_generated(task_runs) -> collections.Counter:
+    return collections.Counter(tr.name.removeprefix("generate ") for tr in task_runs if tr.name.startswith("generate "))
 
 
 def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers, s3_env, make_bucket,
@@ -99,15 +91,11 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
     assert sorted(s for g in groups for s in g) == [f"part-{i:03d}.parquet" for i in range(NUM_SHARDS)]
     assert [len(g) for g in groups] == [4, 4]
 
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        by_shard = dict(con.execute("SELECT shard_id, worker FROM shards WHERE status = 'ingested'").fetchall())
-        assert con.execute("SELECT count(*), count(DISTINCT id) FROM outputs").fetchone() == (NUM_SHARDS, NUM_SHARDS)
-        assert con.execute("SELECT status, shards_done, num_prompts FROM v_run_summary").fetchall() == [
-            ("completed", NUM_SHARDS, NUM_SHARDS)]
-        assert con.execute("SELECT balanced FROM v_run_accounting").fetchall() == [(True,)]
-    finally:
-        con.close()
+    by_shard = dict(query(db, "SELECT shard_id, worker FROM shards WHERE status = 'ingested'"))
+    assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(NUM_SHARDS, NUM_SHARDS)]
+    assert query(db, "SELECT status, shards_done, num_prompts FROM v_run_summary") == [
+        ("completed", NUM_SHARDS, NUM_SHARDS)]
+    assert query(db, "SELECT balanced FROM v_run_accounting") == [(True,)]
     workers = {shard: worker.split(":")[0] for shard, worker in by_shard.items()}
     print("shard split:", sorted(workers.items()))
     assert collections.Counter(workers.values()) == {"worker-a": 4, "worker-b": 4}
@@ -115,11 +103,13 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
         assert len({workers[s] for s in group}) == 1
 
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="fanout-1-group-")))
-    child_ids = [fr.id for fr in runs]
-    assert len(child_ids) == 2
-    tasks, messages, children = task_and_log_records(child_ids)
-    generated = collections.Counter(tr.name.removeprefix("generate ") for tr in tasks if tr.name.startswith("generate "))
-    assert generated == {f"part-{i:03d}.parquet": 1 for i in range(NUM_SHARDS)}  # each shard exactly once
-    assert all(fr.state.is_completed() for fr in children)
-    assert any(str(REPO / "flows" / "fanout.py") in m for m in messages)  # the workers ran this checkout
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="fanout-1-group-")))
+    assert len(children) == 2 and all(fr.state.is_completed() for fr in children)
+    child_ids = [fr.id for fr in children]
+    # The workers' processes ship task runs (as events) and logs on their own time: wait for them.
+    every_shard_once = {f"part-{i:03d}.parquet": 1 for i in range(NUM_SHARDS)}
+    generated = shards_generated(task_runs(child_ids, lambda runs: shards_generated(runs) == every_shard_once))
+    assert generated == every_shard_once  # each shard exactly once
+    checkout = str(REPO / "flows" / "fanout.py")
+    logs = flow_run_logs(child_ids, lambda logs: any(checkout in entry.message for entry in logs))
+    assert any(checkout in entry.message for entry in logs)  # the workers ran this checkout

@@ -5,33 +5,25 @@ test_pipeline_e2e.py.)"""
 
 from __future__ import annotations
 
-import io
 import logging
 import subprocess
 import sys
 from urllib.parse import urlparse
 
-import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import tasks.db as db_mod
-from flaky_proxy import FlakyProxy
-from tasks.synthetic_staging import manifest_for, synthetic_results
-from pipeline_support import REPO, stop, wait_for
+from support import REPO
+from support.db import query
+from support.flaky_proxy import FlakyProxy
+from support.prefect_records import task_runs
+from support.processes import stop, wait_for
+from support.shards import write_shard
 from tasks import storage
 from tasks.db import DatabaseLockedError
 from tasks.ingest import IngestError, ingest
 from tasks.staging import Staging
-
-
-def query(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+from tasks.synthetic_staging import manifest_for, synthetic_results
 
 
 def stage(staging: Staging, shard_id: str, rows: int, seed: int = 0, fingerprint: str = "fp"):
@@ -45,13 +37,26 @@ def python(*code_and_args: str, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
-HOLD_LOCK = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(float(sys.argv[2]))"
+# Holds the file until its stdin closes: the test lets go when it chooses, never on a timer.
+HOLD_LOCK = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); sys.stdin.read()"
 
 
-def hold_lock(db, seconds: float) -> subprocess.Popen:
-    proc = python(HOLD_LOCK, str(db), str(seconds))
+def hold_lock(db) -> subprocess.Popen:
+    proc = python(HOLD_LOCK, str(db), stdin=subprocess.PIPE)
     wait_for(lambda: proc.stdout.readline().strip() == "locked", 60, "lock holder", proc)
     return proc
+
+
+class ReleaseWhenIngestWaits(logging.Handler):
+    """Lets the lock holder go once ingest has reported that it waits for the lock."""
+
+    def __init__(self, holder: subprocess.Popen) -> None:
+        super().__init__()
+        self.holder = holder
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "is locked by another process" in record.getMessage() and not self.holder.stdin.closed:
+            self.holder.stdin.close()
 
 
 # --- DuckDB file held by another process ---------------------------------------------------
@@ -61,12 +66,15 @@ def test_ingest_waits_for_a_locked_database_then_succeeds(tmp_db, staging_dir, c
     stage(staging, "a.parquet", 10)
     ingest(str(tmp_db), staging, "r1")  # creates the file
     stage(staging, "b.parquet", 5)
-    holder = hold_lock(tmp_db, 3)
+    holder = hold_lock(tmp_db)
+    release = ReleaseWhenIngestWaits(holder)
+    logging.getLogger("tasks.ingest").addHandler(release)
     try:
         with caplog.at_level(logging.WARNING, logger="tasks.ingest"):
             report = ingest(str(tmp_db), staging, "r1")
-        assert holder.poll() is not None  # ingest got in only after the holder let go
+        assert holder.wait(30) == 0  # ingest got in only after the holder let go
     finally:
+        logging.getLogger("tasks.ingest").removeHandler(release)
         stop(holder)
     assert report.num_rows == 5
     assert any("is locked by another process; retrying in" in r.getMessage() for r in caplog.records)
@@ -80,7 +88,7 @@ def test_ingest_gives_up_on_a_lock_held_too_long_with_a_clear_error(tmp_db, stag
     ingest(str(tmp_db), staging, "r1")
     stage(staging, "b.parquet", 5)
     monkeypatch.setattr(db_mod, "LOCK_WAIT_S", 2.0)
-    holder = hold_lock(tmp_db, 120)
+    holder = hold_lock(tmp_db)
     try:
         with pytest.raises(DatabaseLockedError, match=f"{tmp_db.name} is still locked by another process after 2 s"):
             ingest(str(tmp_db), staging, "r1")
@@ -157,21 +165,22 @@ def flaky_s3(s3_env, make_bucket):
 def put_shards(endpoint: str, count: int, rows: int) -> None:
     fs, _ = storage.filesystem("s3://flaky", storage.S3Options(endpoint))
     for i in range(count):
-        buf = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist([{"id": f"s{i}-{j}", "prompt": f"prompt {i} {j}"} for j in range(rows)]), buf)
-        storage.write_bytes_atomically(fs, f"flaky/prompts/s{i}.parquet", buf.getvalue())
+        prompts = [{"id": f"s{i}-{j}", "prompt": f"prompt {i} {j}"} for j in range(rows)]
+        write_shard(f"flaky/prompts/s{i}.parquet", prompts, filesystem=fs)
 
 
-def task_run_counts(flow_run_id) -> dict[str, int]:
-    from prefect import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+def run_counts(task_runs) -> dict[str, int]:
+    """{task run name: most tries} of a flow run's task runs."""
     counts: dict[str, int] = {}
-    for tr in runs:
+    for tr in task_runs:
         counts[tr.name] = max(counts.get(tr.name, 0), tr.run_count)
     return counts
+
+
+def task_run_counts(flow_run_id, done) -> dict[str, int]:
+    """run_counts once `done(counts)` holds: the server records task runs from events, after
+    the flow has returned."""
+    return run_counts(task_runs([flow_run_id], lambda runs: done(run_counts(runs))))
 
 
 def flow_kwargs(tmp_path, proxy: FlakyProxy) -> dict:
@@ -189,7 +198,9 @@ def test_s3_outage_is_retried_with_backoff_then_the_run_completes(tmp_path, pref
     state = speculative_generation(**flow_kwargs(tmp_path, flaky_s3), return_state=True)
     assert state.is_completed(), state.message
     assert flaky_s3.num_refused > 0
-    retried = {name for name, n in task_run_counts(state.state_details.flow_run_id).items() if n > 1}
+    counts = task_run_counts(state.state_details.flow_run_id,
+                             lambda counts: any(n > 1 and name.startswith("record-run") for name, n in counts.items()))
+    retried = {name for name, n in counts.items() if n > 1}
     assert any(name.startswith("record-run") for name in retried), retried
     db = tmp_path / "r.duckdb"
     assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(6, 6)]
@@ -200,7 +211,7 @@ def test_s3_outage_is_retried_with_backoff_then_the_run_completes(tmp_path, pref
 def test_s3_gone_for_good_fails_clearly_after_the_retry_budget_without_partial_rows(
         tmp_path, prefect_api, echo_engine, flaky_s3, monkeypatch):
     import specdec.generate as generate_mod
-    from echo_engine import EchoEngine
+    from support.echo_engine import EchoEngine
     from flows.generation import speculative_generation
     from tasks import prefect_tasks as t
 
@@ -224,7 +235,7 @@ def test_s3_gone_for_good_fails_clearly_after_the_retry_budget_without_partial_r
     message = str(state.message) + str(pytest.raises(Exception, state.result).value)
     assert "could not record the run's end in staging s3://flaky/staging" in message
     assert "s1.parquet" in message  # the shard that could not be staged is named
-    counts = task_run_counts(state.state_details.flow_run_id)
+    counts = task_run_counts(state.state_details.flow_run_id, lambda counts: counts.get("stage s1.parquet") == 4)
     assert counts.get("stage s1.parquet") == 4  # first try + 3 retries
     db = tmp_path / "r.duckdb"
     assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL") == [("s0.parquet", 3)]

@@ -5,28 +5,13 @@ in test_pipeline_e2e.py."""
 
 from __future__ import annotations
 
-import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from flows.generation import speculative_generation
+from support.db import query
+from support.shards import write_shard
 
 pytestmark = pytest.mark.slow  # starts the session's Prefect server
-
-
-def write(path, rows) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema([("id", pa.string()), ("prompt", pa.string())])
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
-
-
-def query(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def artifact_keys() -> set[str]:
@@ -42,8 +27,8 @@ def run(tmp_path, **kw):
 
 
 def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, prefect_api, echo_engine):
-    write(tmp_path / "src/a.parquet", [{"id": f"a{i}", "prompt": f"prompt a {i}"} for i in range(5)])
-    write(tmp_path / "src/sub/b.parquet", [{"id": "b0", "prompt": "prompt b"}, {"id": "b1", "prompt": ""}])
+    write_shard(tmp_path / "src/a.parquet", [{"id": f"a{i}", "prompt": f"prompt a {i}"} for i in range(5)])
+    write_shard(tmp_path / "src/sub/b.parquet", [{"id": "b0", "prompt": "prompt b"}, {"id": "b1", "prompt": ""}])
     (tmp_path / "src/notes.txt").write_text("not a shard")
     first = run(tmp_path)
     db = tmp_path / "r.duckdb"
@@ -58,7 +43,7 @@ def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, pr
     calls = len(echo_engine)
     again = run(tmp_path)  # same source + config: same run id, nothing to generate
     assert again["run_id"] == first["run_id"] and len(echo_engine) == calls
-    write(tmp_path / "src/a.parquet", [{"id": "a0", "prompt": "changed"}])
+    write_shard(tmp_path / "src/a.parquet", [{"id": "a0", "prompt": "changed"}])
     run(tmp_path)  # a changed shard is generated again and its rows replaced
     assert len(echo_engine) == calls + 1
     assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL ORDER BY 1") == [
@@ -66,7 +51,7 @@ def test_flow_ingests_every_prompt_and_resumes_without_regenerating(tmp_path, pr
 
 
 def test_unreadable_shard_is_recorded_and_the_others_complete(tmp_path, prefect_api, echo_engine):
-    write(tmp_path / "src/good.parquet", [{"id": "g0", "prompt": "hello there"}])
+    write_shard(tmp_path / "src/good.parquet", [{"id": "g0", "prompt": "hello there"}])
     (tmp_path / "src/bad.parquet").write_bytes(b"this is not parquet")
     with pytest.raises(RuntimeError, match="bad.parquet"):
         run(tmp_path, run_name="with-bad-shard")
@@ -79,7 +64,7 @@ def test_unreadable_shard_is_recorded_and_the_others_complete(tmp_path, prefect_
 
 
 def test_invalid_parameters_fail_before_any_work(tmp_path, prefect_api, echo_engine):
-    write(tmp_path / "src/a.parquet", [{"id": "a", "prompt": "p"}])
+    write_shard(tmp_path / "src/a.parquet", [{"id": "a", "prompt": "p"}])
     with pytest.raises(Exception, match="k_max"):
         run(tmp_path, k_max=0)
     with pytest.raises(Exception, match="ngram_min"):

@@ -3,28 +3,23 @@ listing and reading shards, staging and ingest. Credentials stay out of records.
 
 from __future__ import annotations
 
-import io
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from flows.params import FlowParams
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from support.shards import write_shard
 from tasks import storage
 from tasks.ingest import ingest
 from tasks.shards import list_shards, read_shard
 from tasks.staging import Staging
 from tasks.storage import S3Options
+from tasks.synthetic_staging import manifest_for, synthetic_results
 
 pytestmark = pytest.mark.slow  # starts the moto server
 
 
 def put_shard(bucket_path: str, rows: list[dict[str, str]]) -> None:
     fs, path = storage.filesystem(f"s3://{bucket_path}")
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows), buf)
-    storage.write_bytes_atomically(fs, path, buf.getvalue())
+    write_shard(path, rows, filesystem=fs)
 
 
 @pytest.fixture

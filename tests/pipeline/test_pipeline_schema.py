@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from schema_support import describe_schema
+from support.db import describe_schema
 from tasks.db import MigrationError, SQL_DIR, _apply, _checksum, connect_for_write, migrate
 
 GOLDEN = Path(__file__).with_name("golden_schema.txt")

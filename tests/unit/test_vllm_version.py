@@ -6,13 +6,13 @@ import re
 import sys
 import tomllib
 import types
-from pathlib import Path
 
 import pytest
 
 from specdec.engines.vllm_version import TESTED_VLLM, check_vllm_version
+from support import REPO
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = REPO / "pyproject.toml"
 
 
 def pins() -> dict[str, str]:

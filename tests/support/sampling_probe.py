@@ -2,11 +2,11 @@
 
 Many identical prompts with different seeds, a few tokens each: the raw material for a
 distribution test (speculation on vs off) and a seed-reproducibility check. Tests get
-probes through conftest's `probe_factory`, which shares them within a test session. Run as
-a script it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX reach
-every vLLM process from the start) and writes the probe as JSON:
+probes through tests/conftest.py's `probe_factory`, which shares them within a test session.
+Run as a script it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX
+reach every vLLM process from the start) and writes the probe as JSON:
 
-    python tests/sampling_probe.py --method specdec --seed 5000 --out probe.json
+    python tests/support/sampling_probe.py --method specdec --seed 5000 --out probe.json
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ PROMPT = (
 NUM_SAMPLES = 240
 NUM_REPEAT = 8  # requests generated twice more, same seeds, to check they repeat
 MAX_TOKENS = 4
-# Default: temperature only, for test_sampling_fix.py's run without the expand fix, where
-# top-k would crash on its garbage top_k before there is a distribution to compare.
+# Default: temperature only, for test_sampling_fix_engine.py's run without the expand fix,
+# where top-k would crash on its garbage top_k before there is a distribution to compare.
 # test_fidelity.py passes its own (top-p, top-k) settings.
 SAMPLING = {"temperature": 1.0}
 

@@ -1,16 +1,11 @@
-"""Prompt rows -> engine requests: chat template, per-row max_tokens, too-long prompts."""
+"""Prompt rows -> engine requests: chat template, per-row max_tokens, too-long prompts. That
+the default prompt format gets real answers from the model: tests/engine/test_prompt_format.py."""
 
 import pyarrow as pa
 import pytest
-from transformers import AutoTokenizer
 
 from specdec.params import GenerationParams
 from specdec.prompts import InputError, to_requests, tokenize_rows, validate_rows
-
-
-@pytest.fixture(scope="module")
-def tokenizer(default_model_dir):
-    return AutoTokenizer.from_pretrained(default_model_dir)
 
 
 def rows_of(records):
@@ -54,29 +49,3 @@ def test_plain_prompt_is_one_user_turn_by_default_and_raw_keeps_the_text(tokeniz
     expected = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}],
                                              add_generation_prompt=True, tokenize=False)
     assert chat.prompt_token_ids == tuple(tokenizer.encode(expected, add_special_tokens=False))
-
-
-# GSM8K test questions (MIT): an instruct model asked these as raw text mostly stops at once.
-GSM8K = [
-    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for "
-    "her friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh "
-    "duck egg. How much in dollars does she make every day at the farmers' market?",
-    "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?",
-    "Josh decides to try flipping a house. He buys a house for $80,000 and then puts in $50,000 in repairs. "
-    "This increased the value of the house by 150%. How much profit did he make?",
-    "James decides to run 3 sprints 3 times a week. He runs 60 meters each sprint. How many total meters "
-    "does he run a week?",
-]
-
-
-@pytest.mark.slow
-def test_gsm8k_questions_get_real_answers_with_the_default_prompt_format(tokenizer, engine_factory):
-    from specdec.types import SamplingOptions
-
-    engine = engine_factory("none")
-    rows = rows_of([{"id": f"gsm8k-{i}", "prompt": q} for i, q in enumerate(GSM8K)])
-    requests, rejected = tokenize_rows(rows, tokenizer, 32, engine.engine_config.max_model_len, "gsm8k",
-                                       GenerationParams().prompt_format)
-    assert not rejected
-    results = engine.generate(requests, SamplingOptions())
-    assert [len(r.output_token_ids) >= 8 for r in results] == [True] * 4, [r.completion for r in results]

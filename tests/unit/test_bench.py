@@ -3,14 +3,14 @@ records, plots and the DuckDB store."""
 
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 
-from tasks.bench_store import store
 from specdec.bench.plots import write_plots
 from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
 from specdec.engines.replay import ReplayRequest
+from support.db import query
+from tasks.bench_store import store
 
 
 def synthetic_requests(n=12, seed=0):
@@ -66,12 +66,9 @@ def test_records_go_to_plots_and_duckdb(tmp_path):
     assert all(p.stat().st_size > 1000 for p in paths)
     db = tmp_path / "bench.duckdb"
     bench_id = store(str(db), rows)
-    con = duckdb.connect(str(db), read_only=True)
-    assert con.execute("SELECT count(*) FROM bench_results WHERE bench_id = ?", [bench_id]).fetchone()[0] == len(rows)
-    speedup = con.execute(
-        "SELECT speedup_vs_none FROM v_bench_speedup WHERE engine = 'vllm' AND method = 'specdec'"
-    ).fetchone()[0]
-    assert speedup == 1.5
+    assert query(db, "SELECT count(*) FROM bench_results WHERE bench_id = ?", [bench_id]) == [(len(rows),)]
+    assert query(db, "SELECT speedup_vs_none FROM v_bench_speedup WHERE engine = 'vllm' AND method = 'specdec'") == [
+        (1.5,)]
 
 
 class RecordingEngine:

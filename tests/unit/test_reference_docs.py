@@ -4,14 +4,15 @@ generator writes today, so a new option, parameter, column or view cannot go und
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 import pytest
+
+from support import REPO
 
 pytest.importorskip("duckdb")
 pytest.importorskip("prefect")
 
-REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
+REFERENCE = REPO / "docs" / "reference.md"
 
 
 def test_committed_reference_is_up_to_date():
@@ -32,4 +33,4 @@ def test_reference_is_deterministic_and_local():
 
     text = render()
     assert text == render()
-    assert str(Path(__file__).resolve().parents[1]) not in text, "no absolute paths of this machine"
+    assert str(REPO) not in text, "no absolute paths of this machine"

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[1] / "specdec"
+from support import REPO
+
+CORE = REPO / "specdec"
 FORBIDDEN = ("flows", "tasks", "prefect", "duckdb")
 # Calls that take a module name: a forbidden name anywhere in their arguments is a hit.
 IMPORT_CALLS = {"import_module", "__import__", "find_spec", "find_loader", "resolve_name",

@@ -1,16 +1,16 @@
-"""Helpers shared by the pipeline tests and their fixtures: ports, waiting, stopping by PID."""
+"""Servers and processes the tests start: free ports, waiting with a deadline (never a fixed
+sleep, never one look at something that arrives later), stopping by PID, loopback check."""
 
 from __future__ import annotations
 
 import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
+from collections.abc import Callable
+from typing import TypeVar
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -20,6 +20,7 @@ def free_port() -> int:
 
 
 def wait_for(check, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Until `check()` is true (exceptions count as not yet); fails if `proc` exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -31,6 +32,20 @@ def wait_for(check, timeout: float, what: str, proc: subprocess.Popen | None = N
             pass
         time.sleep(0.3)
     raise TimeoutError(f"{what} not ready after {timeout:.0f} s")
+
+
+def poll(read: Callable[[], T], done: Callable[[T], bool], timeout: float = 60, interval: float = 0.5) -> T:
+    """`read()` until `done(value)` or `timeout` seconds have passed; returns the last value.
+
+    For what arrives asynchronously (a flow run's shipped logs, task runs the server records
+    from events): the caller asserts on the value as it would on a single read, so a late
+    arrival costs a little time, not a failure, and a real failure still shows what was read."""
+    deadline = time.monotonic() + timeout
+    value = read()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = read()
+    return value
 
 
 def stop(proc: subprocess.Popen, signals=(signal.SIGINT,), timeout: float = 20) -> None:
