@@ -70,6 +70,9 @@ class GenerationParams(BaseModel):
     reserved_cpus: int | None = Field(None, ge=0, description=(
         "CPU cores vLLM-CPU keeps from its compute threads (default: none on machines with at "
         "most 4 CPUs, vLLM's own default elsewhere)"))
+    stall_timeout_s: float = Field(600.0, gt=0.0, description=(
+        "a generate call (a shard) in which no request finishes for this many seconds fails, "
+        "naming it, and the engine is restarted for the next one"))
 
     @model_validator(mode="after")
     def _consistent(self) -> "GenerationParams":
