@@ -51,10 +51,12 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
 
 def close_engines() -> None:
     """Shut every engine of this process down (their processes are gone on return)."""
-    engines = list(_ENGINES.values())
-    _ENGINES.clear()
-    for engine in engines:
-        engine.close()
+    while _ENGINES:
+        key = next(iter(_ENGINES))
+        try:
+            _ENGINES[key].close()
+        finally:  # dropped only now: a second signal during close() still finds it to kill
+            _ENGINES.pop(key, None)
     gc.collect()
 
 

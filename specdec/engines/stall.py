@@ -61,9 +61,21 @@ class StallWatch:
                 return
 
 
+def progress_bars(watch: StallWatch, show: bool) -> Callable[..., Any]:
+    """The `use_tqdm` callable for vLLM's `LLM.generate`: its finished-request bar is a
+    Progress; the bar vLLM wraps around the prompts it adds is plain tqdm, or none."""
+
+    def make(iterable: Any = None, **options: Any) -> Any:
+        if iterable is not None:
+            return tqdm(iterable, **options) if show else iterable
+        return Progress(watch, show, **options)
+
+    return make
+
+
 class Progress:
-    """What vLLM's `LLM.generate(use_tqdm=...)` calls to make its progress bar: counts
-    finished requests for a StallWatch, and draws a tqdm bar when `show` is set.
+    """vLLM's bar of finished requests: counts them for a StallWatch, and draws a tqdm bar
+    when `show` is set.
 
     Duck-types the part of tqdm vLLM uses (n, postfix, format_dict["elapsed"], update,
     refresh, close); a disabled tqdm reports an elapsed time of 0, which vLLM divides by."""

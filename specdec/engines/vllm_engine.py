@@ -8,7 +8,6 @@ own method, the proposer's trace (K chosen per step, fallback steps).
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import logging
 import os
@@ -17,7 +16,7 @@ from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import calibration, cpu_threads, processes, vllm_proposer
-from specdec.engines.stall import EngineStalled, Progress, StallWatch
+from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
 from specdec.models import resolve_model
@@ -215,7 +214,7 @@ class VllmEngine:
             )
             for i, r in enumerate(requests)
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=functools.partial(Progress, watch, show_progress))
+        outputs = self.llm.generate(prompts, params, use_tqdm=progress_bars(watch, show_progress))
         traces = self._collect_traces([o.request_id for o in outputs])
         return [
             self._result(req, out, traces.get(out.request_id))
