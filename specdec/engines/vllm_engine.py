@@ -19,7 +19,7 @@ from specdec.engines import calibration, cpu_threads, processes, vllm_proposer
 from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
-from specdec.models import resolve_model
+from specdec.models import resolve_model, tokenizer_digest
 from specdec.stats import RequestTrace, request_stats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
@@ -99,9 +99,12 @@ class VllmEngine:
         self.processes = processes.engine_processes(self.llm)
         self.alive = True  # False once closed or killed: the engine cache starts a new one
         if spec.method == "specdec":
-            bound = self.llm.collective_rpc(vllm_proposer.bind_proposer, args=(spec.to_dict(),))
-            if not any(bound):
+            bound = self.llm.collective_rpc(vllm_proposer.bind_proposer,
+                                            args=(spec.to_dict(), tokenizer_digest(self.model_path)))
+            if all(b is None for b in bound):
                 raise RuntimeError("vLLM did not load the specdec proposer in its worker")
+            for warning in {b for b in bound if b}:
+                log.warning("%s", warning)
             if spec.budget:
                 calibration.calibrate(self.llm, engine, self.model_path, spec.k_max, self.cpu_binding)
                 log.info("speculation budget step cost: %s", self.step_cost())

@@ -42,11 +42,13 @@ class SpecdecVllmProposer:
     def load_model(self, target_model: Any) -> None:
         """No draft model to load."""
 
-    def bind(self, input_batch: Any, config: SpecConfig) -> None:
+    def bind(self, input_batch: Any, config: SpecConfig, tokenizer: str | None = None) -> str | None:
+        """Returns a warning when the cache file could not be used (the cache starts empty)."""
         if config.k_max != self.k_max:
             raise ValueError(f"SpecConfig.k_max={config.k_max} != vLLM K={self.k_max}")
         self.input_batch = input_batch
-        self.controller = DraftController(config)
+        self.controller = DraftController(config, tokenizer=tokenizer)
+        return self.controller.cache_warning
 
     def propose(
         self,
@@ -122,13 +124,13 @@ def _drafter(worker: Any) -> SpecdecVllmProposer | None:
     return drafter if isinstance(drafter, SpecdecVllmProposer) else None
 
 
-def bind_proposer(worker: Any, config: dict[str, Any]) -> bool:
+def bind_proposer(worker: Any, config: dict[str, Any], tokenizer: str | None = None) -> str | None:
+    """None: no specdec drafter in this worker; otherwise "" or the cache file's warning."""
     runner = worker.model_runner
     drafter = _drafter(worker)
     if drafter is None:
-        return False
-    drafter.bind(runner.input_batch, SpecConfig.from_dict(config))
-    return True
+        return None
+    return drafter.bind(runner.input_batch, SpecConfig.from_dict(config), tokenizer) or ""
 
 
 def reset_proposer(worker: Any) -> bool:
@@ -136,7 +138,7 @@ def reset_proposer(worker: Any) -> bool:
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return False
-    drafter.controller = DraftController(drafter.controller.config)
+    drafter.controller = DraftController(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
     drafter.finished.clear()
     return True
 
