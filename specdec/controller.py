@@ -184,5 +184,10 @@ class DraftController:
         cache.save(path, self.tokenizer)
         return len(cache)
 
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of the per-request (bound None) and bounded structures."""
+        sizes = getattr(self.proposer, "state_sizes", dict)()
+        return {"live_requests": (len(self._live), None), **sizes}
+
     def active_ids(self) -> list[str]:
         return list(self._live)

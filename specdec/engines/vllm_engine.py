@@ -144,6 +144,20 @@ class VllmEngine:
         self.kill()
         processes.wake_blocked_client(self.llm, EngineStalled(f"no request finished for {limit_s:.0f} s"))
 
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of what grows with requests, driver and drafter (see
+        SpecdecVllmProposer.state_sizes); bound None: per request, empty between calls."""
+        engine = self.llm.llm_engine
+        sizes = {"driver_unfinished": (engine.get_num_unfinished_requests(), None),
+                 # vLLM internals (0.32.0): per-request output state, pending utility calls
+                 "driver_request_states": (len(getattr(getattr(engine, "output_processor", None),
+                                                       "request_states", {})), None),
+                 "driver_utility_calls": (len(getattr(engine.engine_core, "utility_results", {})), None)}
+        if self.spec.method == "specdec":
+            for worker_sizes in self.llm.collective_rpc(vllm_proposer.state_sizes):
+                sizes.update({name: tuple(v) for name, v in (worker_sizes or {}).items()})
+        return sizes
+
     @property
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()

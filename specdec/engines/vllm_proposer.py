@@ -105,7 +105,16 @@ class SpecdecVllmProposer:
         out: dict[str, dict[str, Any]] = {}
         for req_id in [r for r in self.finished if _external_id(r) in wanted]:
             out[_external_id(req_id)] = self.finished.pop(req_id).to_dict()
+        if self.controller is not None and not self.controller.active_ids():
+            self.timer.forget_requests()
         return out
+
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of every structure that grows with requests: per-request ones
+        (bound None) are empty between generate calls, the others stay within their bound."""
+        sizes = {"finished_traces": (len(self.finished), None), "step_drafts": (len(self.timer._last_drafts), None),
+                 "step_samples": (len(self.timer.recent), self.timer.recent.maxlen)}
+        return {**sizes, **(self.controller.state_sizes() if self.controller else {})}
 
     def _retire(self, req_id: str) -> None:
         assert self.controller is not None
@@ -186,6 +195,11 @@ def step_cost(worker: Any) -> dict[str, float] | None:
         return None
     model: StepCost | None = drafter.timer.model
     return None if model is None else dataclasses.asdict(model)
+
+
+def state_sizes(worker: Any) -> dict[str, tuple[int, int | None]] | None:
+    drafter = _drafter(worker)
+    return None if drafter is None else drafter.state_sizes()
 
 
 def save_cache(worker: Any, path: str) -> int:
