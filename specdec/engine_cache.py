@@ -49,6 +49,11 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
     return engine, time.perf_counter() - started
 
 
+def engines() -> list[Any]:
+    """The engines this process holds now."""
+    return list(_ENGINES.values())
+
+
 def close_engines() -> None:
     """Shut every engine of this process down (their processes are gone on return)."""
     while _ENGINES:
