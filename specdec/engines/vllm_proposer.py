@@ -15,6 +15,7 @@ model at start-up by running a few steps with forced drafts of known length (`fo
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ from specdec.engines.step_timing import StepTimer
 from specdec.stats import RequestTrace
 
 CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
+# vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
+log = logging.getLogger("vllm.specdec.proposer")
 
 
 class SpecdecVllmProposer:
@@ -207,4 +210,8 @@ def save_cache(worker: Any, path: str) -> int:
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return 0
-    return drafter.controller.save_cache(path)
+    try:
+        return drafter.controller.save_cache(path)
+    except OSError as exc:  # costs the next run its warm start, not this call its results
+        log.warning("specdec: could not save the draft cache to %s: %s", path, exc)
+        return 0
