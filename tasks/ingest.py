@@ -211,7 +211,9 @@ def _check_results(m: ShardManifest, results: pa.Table) -> None:
     if results.num_rows != m.num_prompts:
         raise IngestError(f"{where}: staged {results.num_rows} results for {m.num_prompts} prompts")
     ids = results.column("id")
-    if pc.count_distinct(ids).as_py() != results.num_rows:
+    if ids.null_count:
+        raise IngestError(f"{where}: {ids.null_count} staged result(s) without a request id")
+    if len(pc.unique(ids)) != results.num_rows:  # about twice as fast as pc.count_distinct
         raise IngestError(f"{where}: staged results repeat a request id")
 
 
