@@ -20,6 +20,7 @@ from prefect.deployments import run_deployment
 from flows.generation import finish_run
 from flows.params import FlowParams
 from flows.shard_run import RunContext, process_shards, summary, worker_name
+from specdec.engine_cache import closing_on_interrupt
 from tasks import prefect_tasks as t
 from tasks.shards import ShardRef
 
@@ -42,7 +43,8 @@ def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -
     refs = [ShardRef(s["shard_id"], s["uri"]) for s in shards]
     get_run_logger().info("run %s: %d shard(s) on worker %s (code: %s)", run.run_id, len(refs),
                           worker_name(), __file__)
-    process_shards(run, refs, ingest_each=False)
+    with closing_on_interrupt():  # cancelled: the engine goes before the process does
+        process_shards(run, refs, ingest_each=False)
     return {"worker": worker_name(), "shards": [r.shard_id for r in refs], "failures": run.failures}
 
 
@@ -68,15 +70,20 @@ def speculative_generation_fanout(
     run.manifest.num_shards = len(refs)
     groups = split_into_groups(refs, num_groups)
     child_params = params.shareable()
-    children = []
-    for i, group in enumerate(groups):
-        child = run_deployment(
-            shard_deployment, timeout=0, flow_run_name=f"{run.run_id}-group-{i + 1}-of-{len(groups)}",
-            parameters={"params": child_params, "shards": [{"shard_id": r.shard_id, "uri": r.uri} for r in group]},
-        )
-        logger.info("group %d/%d (%d shard(s)) -> flow run %s", i + 1, len(groups), len(group), child.name)
-        children.append(child.id)
-    states = _wait_for(children, group_timeout_s)
+    children: list = []
+    try:
+        for i, group in enumerate(groups):
+            child = run_deployment(
+                shard_deployment, timeout=0, flow_run_name=f"{run.run_id}-group-{i + 1}-of-{len(groups)}",
+                parameters={"params": child_params, "shards": [{"shard_id": r.shard_id, "uri": r.uri} for r in group]},
+            )
+            logger.info("group %d/%d (%d shard(s)) -> flow run %s", i + 1, len(groups), len(group), child.name)
+            children.append(child.id)
+        states = _wait_for(children, group_timeout_s)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # cancelled or interrupted: so are the groups
+            _cancel_children(children)
+        raise
     for child_id, state in states.items():
         if state != "COMPLETED":
             run.failures.append(f"child flow run {child_id} ended {state}")
@@ -99,6 +106,21 @@ def _wait_for(flow_run_ids: list, timeout_s: float, poll_s: float = 2.0) -> dict
             if all(s in finals for s in states.values()) or time.monotonic() > deadline:
                 return states
             time.sleep(poll_s)
+
+
+def _cancel_children(flow_run_ids: list) -> None:
+    """Cancel the group runs still going: a running one is set Cancelling (its worker kills
+    it, engine included), one not started yet Cancelled. (Prefect's server also cancels the
+    subflow runs of a cancelled parent, after its cleanup interval.)"""
+    from prefect.states import Cancelled, Cancelling
+
+    with get_client(sync_client=True) as client:
+        for fid in flow_run_ids:
+            state = client.read_flow_run(fid).state
+            if state is None or state.is_final() or state.is_cancelling():
+                continue
+            new = Cancelling if state.is_running() else Cancelled
+            client.set_flow_run_state(fid, new(message="The fan-out parent run was cancelled."), force=True)
 
 
 def _collect(run: RunContext, refs: list[ShardRef]) -> None:

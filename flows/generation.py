@@ -17,6 +17,7 @@ from tasks.artifacts import publish_run_artifacts
 from flows.params import FlowParams
 from flows.shard_run import RunContext, process_shards, summary
 from flows.signature import takes_model_fields
+from specdec.engine_cache import closing_on_interrupt
 from tasks import prefect_tasks as t
 
 
@@ -24,8 +25,10 @@ from tasks import prefect_tasks as t
 @takes_model_fields(FlowParams)
 def speculative_generation(**params: Any) -> dict[str, Any]:
     """Generate completions for every prompt shard under `source` into the DuckDB file `db`.
-    Parameters: the fields of flows.params.FlowParams (validated before any work)."""
-    return run_pipeline(FlowParams(**params))
+    Parameters: the fields of flows.params.FlowParams (validated before any work).
+    Cancelled (or sent SIGTERM/SIGINT), it shuts its engine down before it exits."""
+    with closing_on_interrupt():
+        return run_pipeline(FlowParams(**params))
 
 
 def run_pipeline(params: FlowParams) -> dict[str, Any]:

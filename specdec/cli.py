@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specdec import generate_command
+from specdec import engine_cache, generate_command, interrupts
 from specdec.bench import command as bench_command
 from specdec.bench import propose_speed
 from specdec.config import ConfigError
@@ -64,6 +64,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"specdec: error: specdec {argv[0]} is a pipeline command: {PIPELINE_HINT}", file=sys.stderr)
         return 2
     args = build_parser(providers).parse_args(argv)
+    with interrupts.handled(kill=engine_cache.kill_engines):
+        try:
+            return _dispatch(providers, args)
+        except interrupts.Interrupted as exc:
+            # A second signal while the engine shuts down kills it by PID (interrupts.handled).
+            print(f"specdec: {exc}: shutting the engine down", file=sys.stderr)
+            engine_cache.close_engines()
+            return exc.exit_code
+
+
+def _dispatch(providers: Sequence[Any], args: argparse.Namespace) -> int:
     try:
         for provider in providers:
             if args.command in provider.COMMANDS:

@@ -66,7 +66,7 @@ class SpecConfig:
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     # specdec only: the cross-request draft cache (see specdec.drafting.hybrid)
     cache: bool = True
-    cache_max_nodes: int = 2_000_000
+    cache_max_nodes: int = _DEFAULT["cache_max_nodes"]
     cache_min_prob: float = 0.1
     # specdec's own-text lookup: match lengths considered (one-token matches draft often
     # and are often wrong; the learned confidence lets the budget price them)

@@ -7,8 +7,8 @@ replay simulator, so both take identical decisions for identical token sequences
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -23,9 +23,14 @@ from specdec.config import SpecConfig
 from specdec.drafting.base import Proposer
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
+from specdec.drafting import cache_file
+from specdec.drafting.cache_file import CacheFileError
 from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
+
+# vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
+log = logging.getLogger("vllm.specdec.controller")
 
 
 @dataclasses.dataclass
@@ -36,15 +41,29 @@ class _Live:
     pending_draft: int = 0  # tokens drafted last step, awaiting verification
 
 
-def default_proposer(config: SpecConfig) -> Proposer:
-    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone)."""
+def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[Proposer, str | None]:
+    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone), and a
+    warning when the cache file could not be used (the cache then starts empty)."""
     if not config.cache:
-        return NgramProposer(config.lookup_min, config.lookup_max)
-    if config.cache_file and Path(config.cache_file).exists():
-        cache = SuffixTrieCache.load(config.cache_file, max_nodes=config.cache_max_nodes)
-    else:
-        cache = SuffixTrieCache(max_nodes=config.cache_max_nodes)
-    return HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
+        return NgramProposer(config.lookup_min, config.lookup_max), None
+    cache, warning = _load_cache(config, tokenizer)
+    return HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob), warning
+
+
+def _load_cache(config: SpecConfig, tokenizer: str | None) -> tuple[SuffixTrieCache, str | None]:
+    """The saved cache, or an empty one: a missing file is a first run; a damaged, foreign
+    or other-tokenizer file is moved aside with a warning (never a failed run)."""
+    if config.cache_file:
+        try:
+            return SuffixTrieCache.load(config.cache_file, config.cache_max_nodes, tokenizer), None
+        except FileNotFoundError:
+            pass
+        except CacheFileError as exc:
+            aside = cache_file.set_aside(config.cache_file)
+            warning = f"draft cache file {exc}; moved to {aside}; starting with an empty cache"
+            log.warning("specdec: %s", warning)
+            return SuffixTrieCache(max_nodes=config.cache_max_nodes), warning
+    return SuffixTrieCache(max_nodes=config.cache_max_nodes), None
 
 
 class DraftController:
@@ -56,9 +75,15 @@ class DraftController:
     PRIOR_WEIGHT = 2.0
     MAX_TOKEN_GAIN = 0.99  # no draft token is ever taken as certain
 
-    def __init__(self, config: SpecConfig, proposer: Proposer | None = None) -> None:
+    def __init__(self, config: SpecConfig, proposer: Proposer | None = None, tokenizer: str | None = None) -> None:
+        """`tokenizer`: a hash of the tokenizer the token ids come from (specdec.models.
+        tokenizer_digest), recorded in the cache file and checked when loading one."""
         self.config = config
-        self.proposer = proposer or default_proposer(config)
+        self.tokenizer = tokenizer
+        self.cache_warning: str | None = None  # the cache file could not be used
+        if proposer is None:
+            proposer, self.cache_warning = default_proposer(config, tokenizer)
+        self.proposer = proposer
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
@@ -156,8 +181,13 @@ class DraftController:
         cache = getattr(self.proposer, "cache", None)
         if not isinstance(cache, SuffixTrieCache):
             return 0
-        cache.save(path)
+        cache.save(path, self.tokenizer)
         return len(cache)
+
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of the per-request (bound None) and bounded structures."""
+        sizes = getattr(self.proposer, "state_sizes", dict)()
+        return {"live_requests": (len(self._live), None), **sizes}
 
     def active_ids(self) -> list[str]:
         return list(self._live)

@@ -3,13 +3,19 @@
 The vLLM engine costs ~25-60 s to start on CPU, so a worker process starts it once and
 reuses it for every shard it handles, keyed by the engine and speculation configs. A
 different config replaces the cached engine (one engine per process fits in memory; two may
-not).
+not), and so does a dead one (stopped for making no progress): the next call starts afresh.
+
+An interrupted process (a signal, a cancelled flow run) must not leave its engine
+processes behind: `closing_on_interrupt` shuts the engines down when such an interruption
+unwinds through it, and `kill_engines` is the no-waiting path for a second signal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from specdec.config import EngineConfig, SpecConfig
@@ -31,7 +37,7 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
     """(engine, seconds spent starting it now: 0.0 when reused)."""
     global ENGINE_STARTS
     key = engine_configs(params)
-    if key in _ENGINES:
+    if key in _ENGINES and getattr(_ENGINES[key], "alive", True):
         return _ENGINES[key], 0.0
     close_engines()
     from specdec.engines.vllm_engine import VllmEngine
@@ -43,8 +49,39 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
     return engine, time.perf_counter() - started
 
 
+def engines() -> list[Any]:
+    """The engines this process holds now."""
+    return list(_ENGINES.values())
+
+
 def close_engines() -> None:
-    for engine in _ENGINES.values():
-        engine.close()
-    _ENGINES.clear()
+    """Shut every engine of this process down (their processes are gone on return)."""
+    while _ENGINES:
+        key = next(iter(_ENGINES))
+        try:
+            _ENGINES[key].close()
+        finally:  # dropped only now: a second signal during close() still finds it to kill
+            _ENGINES.pop(key, None)
     gc.collect()
+
+
+def kill_engines() -> None:
+    """SIGKILL every engine process of this process now (safe inside a signal handler:
+    no waiting on vLLM)."""
+    for engine in list(_ENGINES.values()):
+        engine.kill()
+    _ENGINES.clear()
+
+
+@contextlib.contextmanager
+def closing_on_interrupt() -> Iterator[None]:
+    """Shut the engines down when a signal or a cancellation unwinds through: anything
+    raised that is not an Exception (KeyboardInterrupt, specdec.interrupts.Interrupted,
+    Prefect's TerminationSignal, SystemExit). An ordinary error keeps the engine for the
+    next call."""
+    try:
+        yield
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            close_engines()
+        raise

@@ -14,7 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from specdec.engine_cache import get_engine
+from specdec.engine_cache import close_engines, get_engine
+from specdec.engines.stall import EngineStalled
 from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, tokenize_rows
 from specdec.results_table import results_to_table
@@ -51,7 +52,12 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
     if strict and too_long:
         raise InputError(f"{source}: {len(too_long)} row(s) cannot run: " + "; ".join(r.reason for r in too_long[:5]))
     started = time.perf_counter()
-    results = engine.generate(requests, params.sampling(), show_progress=show_progress) if requests else []
+    try:
+        results = engine.generate(requests, params.sampling(), show_progress=show_progress,
+                                  stall_timeout_s=params.stall_timeout_s) if requests else []
+    except EngineStalled as exc:
+        close_engines()  # free it now; the next call starts a new engine
+        raise EngineStalled(f"{source}: {exc}; a new engine starts for the next call") from exc
     generate_s = time.perf_counter() - started
     table = results_to_table(results, params.method, config_hash, config)
     stats = ShardStats.aggregate(r.stats for r in results)

@@ -9,7 +9,6 @@ Exit status: 0 when every row was completed or quarantined and at least one comp
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.generate import generate_rows
+from specdec.interrupts import temporary_path
 from specdec.params import GenerationParams
 from specdec.prompts import InputError, read_prompt_table, validate_rows
 from specdec.quarantine import quarantine_path, quarantine_table
@@ -41,11 +41,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(_describe(source, rejected))
     out = generate_rows(rows, rejected, params, source, params.config_hash(), params.recorded_config(),
                         show_progress=True, strict=args.strict)
+    # The quarantine file first: the output, renamed into place last, marks a finished run.
+    _write_quarantine(out.quarantined, source, output)
     _write_atomically(out.results, output)
     print(RunSummary(params.method, params.config_hash(), out.results.num_rows, out.engine_start_s,
                      out.generate_s, out.stats).render())
     print(f"wrote {output}: {out.results.num_rows} completed")
-    _write_quarantine(out.quarantined, source, output)
     if out.results.num_rows == 0:
         print(f"specdec: error: {source}: no row could be generated", file=sys.stderr)
         return 1
@@ -71,6 +72,5 @@ def _describe(source: str, rejected) -> str:
 
 def _write_atomically(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with temporary_path(path) as tmp:
+        pq.write_table(table, tmp)

@@ -116,6 +116,19 @@ def model_digest(model: str | os.PathLike[str] | None) -> str:
     return whole.hexdigest()[:32]
 
 
+TOKENIZER_FILES = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece")
+
+
+def tokenizer_digest(model: str | os.PathLike[str] | None) -> str:
+    """Content hash of a model folder's tokenizer files (what token ids mean): token-id
+    data such as the draft cache file is only reused with the same tokenizer."""
+    folder = resolve_model(model)
+    whole = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name.startswith(TOKENIZER_FILES)):
+        whole.update(path.name.encode() + b"\0" + _file_digest(path).encode())
+    return whole.hexdigest()[:32]
+
+
 def _file_digest(path: Path) -> str:
     stat = path.stat()
     key = hashlib.sha256(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:32]

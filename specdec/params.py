@@ -50,6 +50,9 @@ class GenerationParams(BaseModel):
     cache_file: str | None = Field(None, description=(
         "specdec: load the cross-request draft cache from this file when it exists and save it "
         "back after each generate call"))
+    cache_max_nodes: int = Field(2_000_000, ge=1, description=(
+        "specdec: memory bound of the cross-request cache, in trie nodes (the oldest "
+        "sequences are evicted beyond it)"))
     prompt_format: PromptFormat = Field("chat", **decides_output(
         "chat: a plain prompt is asked as one user turn through the model's chat template "
         "(when it has one); raw: the prompt text is completed as it is"))
@@ -70,6 +73,9 @@ class GenerationParams(BaseModel):
     reserved_cpus: int | None = Field(None, ge=0, description=(
         "CPU cores vLLM-CPU keeps from its compute threads (default: none on machines with at "
         "most 4 CPUs, vLLM's own default elsewhere)"))
+    stall_timeout_s: float = Field(600.0, gt=0.0, description=(
+        "a generate call (a shard) in which no request finishes for this many seconds fails, "
+        "naming it, and the engine is restarted for the next one"))
 
     @model_validator(mode="after")
     def _consistent(self) -> "GenerationParams":
@@ -87,6 +93,7 @@ class GenerationParams(BaseModel):
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
             draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file,
+            cache_max_nodes=self.cache_max_nodes,
         )
 
     def engine_config(self, max_model_len: int) -> EngineConfig:

@@ -4,7 +4,9 @@ Each shard is replaced as a unit inside one transaction (delete its rows, insert
 ones), keyed by (run_id, shard_id, id), so re-ingesting never duplicates rows and a crash
 mid-ingest leaves the previous state. Shards already ingested with the same fingerprint and
 config hash are skipped. Staged data is read with pyarrow (local or S3) and handed to DuckDB
-as Arrow; DuckDB itself only ever opens the local database file.
+as Arrow; DuckDB itself only ever opens the local database file. Several shards are ingested
+at once, each on its own cursor in its own transaction, and one checkpoint at the end writes
+them to the file.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ QUARANTINE_SCHEMA = pa.schema([("row_index", pa.int32()), ("id", pa.string()), (
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 # Committed shards stay in the WAL until this much has piled up, then one checkpoint compresses
 # them all; the default (16 MiB) checkpointed after every shard, rewriting the table each time.
-WAL_AUTOCHECKPOINT = "1GB"
+SET_WAL_AUTOCHECKPOINT = "SET wal_autocheckpoint = '1GB'"
 
 
 class IngestError(RuntimeError):
@@ -67,7 +69,7 @@ def ingest(db: str, staging: Staging, run_id: str, shard_ids: Iterable[str] | No
     report = IngestReport()
     con = connect_for_write(db, on_wait=lambda msg: log.warning("%s", msg))
     try:
-        con.execute(f"SET wal_autocheckpoint = '{WAL_AUTOCHECKPOINT}'")
+        con.execute(SET_WAL_AUTOCHECKPOINT)
         run = staging.read_run(run_id)
         if run is not None:
             upsert_run(con, run)
@@ -90,14 +92,11 @@ def _ingest_shards(con: duckdb.DuckDBPyConnection, staging: Staging, run_id: str
     """ingest_shard for each id, `workers` at a time; rows per shard (None: skipped)."""
     pending = iter(ids)
     lock, failed = threading.Lock(), threading.Event()
-    # A cursor starts in the instance's default database, which need not be the one `con` uses.
-    database = con.execute("SELECT current_database()").fetchone()[0].replace('"', '""')
 
     def work() -> list[int | None]:
         done: list[int | None] = []
         cursor = con.cursor()  # its own connection, so its own transaction
         try:
-            cursor.execute(f'USE "{database}"')
             while not failed.is_set():
                 with lock:
                     shard_id = next(pending, None)

@@ -7,8 +7,10 @@ default chain). The secret key is never part of a repr, a log line or recorded c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import secrets
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -80,10 +82,15 @@ def write_bytes_atomically(fs: pafs.FileSystem, path: str, data: bytes) -> None:
         with fs.open_output_stream(path) as out:
             out.write(data)
         return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with fs.open_output_stream(tmp) as out:
-        out.write(data)
-    fs.move(tmp, path)
+    tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with fs.open_output_stream(tmp) as out:
+            out.write(data)
+        fs.move(tmp, path)
+    except BaseException:  # an error, a signal, a cancellation: leave no temporary file
+        with contextlib.suppress(OSError):
+            fs.delete_file(tmp)
+        raise
 
 
 def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:

@@ -24,7 +24,8 @@ from specdec.params import GenerationParams
 from specdec.prompts import tokenize_rows
 
 # Chosen per method and batch size by the bench itself, or fixed (greedy) for comparability.
-NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "batch_size", "temperature", "top_p", "top_k", "seed")
+NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_nodes", "batch_size", "temperature", "top_p",
+                     "top_k", "seed", "stall_timeout_s")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

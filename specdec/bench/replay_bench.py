@@ -120,7 +120,7 @@ def _replay_warm(method: ReplayMethod, requests: Sequence[ReplayRequest], k: int
     scored: dict[str, ReplayResult] = {}
     for warm_up, score in folds:
         config = method.make_config(k)
-        proposer = default_proposer(config)  # its cache carries over from one replay to the next
+        proposer, _ = default_proposer(config)  # its cache carries over from one replay to the next
         replay(warm_up, config, proposer)
         scored.update({r.id: r for r in replay(score, config, proposer)})
     return [scored[r.id] for r in requests]

@@ -94,6 +94,12 @@ class HybridProposer:
             return own if own_value > cache_value else from_cache
         return own if own_len >= cached.match_len else from_cache
 
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of each structure; bound None: per request, empty between calls."""
+        return {"own_sequences": (len(self._sequences), None), "draft_buckets": (len(self._buckets), None),
+                "cache_nodes": (self.cache.num_nodes, self.cache.max_nodes),
+                "cache_sequences": (len(self.cache), self.cache.max_nodes)}
+
     def forget(self, req_id: str) -> None:
         self._buckets.pop(req_id, None)
         tokens = self._sequences.pop(req_id, None)

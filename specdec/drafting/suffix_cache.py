@@ -12,11 +12,13 @@ kept so the cache can be persisted and rebuilt (`save` / `load`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+
+from specdec.drafting import cache_file
+from specdec.drafting.cache_file import CacheFileError
 
 
 class _Node:
@@ -170,24 +172,31 @@ class SuffixTrieCache:
             rebuilt.insert(seq_id, seq)
         assert _same_counts(self.root, rebuilt.root), "counts differ from a rebuild"
 
-    def save(self, path: str | Path) -> None:
-        """Write the cached sequences (the trie is rebuilt on load)."""
-        path = Path(path)
+    def save(self, path: str | Path, tokenizer: str | None = None) -> None:
+        """Write the cached sequences (the trie is rebuilt on load) to a cache file
+        (specdec.drafting.cache_file: versioned header, atomic replace)."""
         ids = list(self._sequences)
         arrays = {f"s{i}": seq for i, seq in enumerate(self._sequences.values())}
-        meta = json.dumps({"max_depth": self.max_depth, "max_nodes": self.max_nodes, "ids": ids})
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
-        tmp.replace(path)
+        meta = {"max_depth": self.max_depth, "max_nodes": self.max_nodes, "ids": ids}
+        cache_file.write(path, meta, arrays, tokenizer)
 
     @classmethod
-    def load(cls, path: str | Path, max_nodes: int | None = None) -> "SuffixTrieCache":
-        """Rebuild a saved cache (under `max_nodes` if given: the oldest sequences go first)."""
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            cache = cls(meta["max_depth"], max_nodes or meta["max_nodes"])
-            for i, seq_id in enumerate(meta["ids"]):
-                cache.insert(seq_id, data[f"s{i}"])
+    def load(cls, path: str | Path, max_nodes: int | None = None, tokenizer: str | None = None) -> "SuffixTrieCache":
+        """Rebuild a saved cache (under `max_nodes` if given: the oldest sequences go first).
+        Raises CacheFileError for a file that is damaged, foreign, of another format version
+        or (with `tokenizer`) written with another tokenizer."""
+        meta, arrays = cache_file.read(path, tokenizer)
+        ids = meta.get("ids")
+        if not isinstance(ids, list) or sorted(arrays) != sorted(f"s{i}" for i in range(len(ids))):
+            raise CacheFileError(f"{path}: sequence list does not match the stored arrays")
+        if any(a.ndim != 1 or a.dtype.kind not in "iu" for a in arrays.values()):
+            raise CacheFileError(f"{path}: a stored sequence is not a 1-D array of token ids")
+        try:
+            cache = cls(int(meta["max_depth"]), max_nodes or int(meta["max_nodes"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CacheFileError(f"{path}: bad cache settings ({exc})") from exc
+        for i, seq_id in enumerate(ids):
+            cache.insert(str(seq_id), arrays[f"s{i}"])
         return cache
 
 

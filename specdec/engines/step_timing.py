@@ -43,6 +43,11 @@ class StepTimer:
         self._last_drafts = drafts
         self._last_end = time.perf_counter()
 
+    def forget_requests(self) -> None:
+        """The batch emptied (a generate call ended): the next step is no clean sample."""
+        self._last_drafts = {}
+        self._last_end = None
+
     def add(self, sample: StepSample) -> None:
         if self.calibrating:
             self.calibration.append(sample)

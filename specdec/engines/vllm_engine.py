@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.engines import calibration, cpu_threads, vllm_proposer
+from specdec.engines import calibration, cpu_threads, processes, vllm_proposer
+from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
-from specdec.models import resolve_model
+from specdec.models import resolve_model, tokenizer_digest
 from specdec.stats import RequestTrace, request_stats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
@@ -94,10 +95,16 @@ class VllmEngine:
             disable_log_stats=False,
             per_request_spec_decode_metrics="detailed" if spec_cfg else "none",
         )
+        # By PID, so that close() and kill() can make sure none outlives this engine.
+        self.processes = processes.engine_processes(self.llm)
+        self.alive = True  # False once closed or killed: the engine cache starts a new one
         if spec.method == "specdec":
-            bound = self.llm.collective_rpc(vllm_proposer.bind_proposer, args=(spec.to_dict(),))
-            if not any(bound):
+            bound = self.llm.collective_rpc(vllm_proposer.bind_proposer,
+                                            args=(spec.to_dict(), tokenizer_digest(self.model_path)))
+            if all(b is None for b in bound):
                 raise RuntimeError("vLLM did not load the specdec proposer in its worker")
+            for warning in {b for b in bound if b}:
+                log.warning("%s", warning)
             if spec.budget:
                 calibration.calibrate(self.llm, engine, self.model_path, spec.k_max, self.cpu_binding)
                 log.info("speculation budget step cost: %s", self.step_cost())
@@ -114,10 +121,42 @@ class VllmEngine:
             self.llm.collective_rpc(vllm_proposer.reset_proposer)
 
     def close(self) -> None:
-        """Stop vLLM's engine and worker processes now (instead of at interpreter exit)."""
+        """Stop vLLM's engine and worker processes now (instead of at interpreter exit);
+        any that outlive vLLM's own shutdown are killed by PID."""
+        self.alive = False
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
-        if core is not None:
-            core.shutdown()
+        try:
+            if core is not None:
+                core.shutdown()
+        except Exception as exc:  # a dead or half-dead engine: its processes are killed below
+            log.warning("vLLM engine shutdown failed (%s: %s); killing its processes", type(exc).__name__, exc)
+        processes.stop(self.processes)
+
+    def kill(self) -> None:
+        """SIGKILL the engine processes now, without waiting for vLLM (a second Ctrl-C)."""
+        self.alive = False
+        processes.kill(self.processes, wait_s=2.0)
+
+    def _stop_stalled(self, limit_s: float) -> None:
+        """StallWatch callback: kill the engine, then wake the call blocked on it."""
+        log.error("no request finished for %.0f s: stopping the engine (pids %s)", limit_s,
+                  ", ".join(str(p.pid) for p in self.processes))
+        self.kill()
+        processes.wake_blocked_client(self.llm, EngineStalled(f"no request finished for {limit_s:.0f} s"))
+
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of what grows with requests, driver and drafter (see
+        SpecdecVllmProposer.state_sizes); bound None: per request, empty between calls."""
+        engine = self.llm.llm_engine
+        sizes = {"driver_unfinished": (engine.get_num_unfinished_requests(), None),
+                 # vLLM internals (0.32.0): per-request output state, pending utility calls
+                 "driver_request_states": (len(getattr(getattr(engine, "output_processor", None),
+                                                       "request_states", {})), None),
+                 "driver_utility_calls": (len(getattr(engine.engine_core, "utility_results", {})), None)}
+        if self.spec.method == "specdec":
+            for worker_sizes in self.llm.collective_rpc(vllm_proposer.state_sizes):
+                sizes.update({name: tuple(v) for name, v in (worker_sizes or {}).items()})
+        return sizes
 
     @property
     def tokenizer(self) -> Any:
@@ -138,6 +177,7 @@ class VllmEngine:
         sampling: SamplingOptions,
         batch_size: int | None = None,
         show_progress: bool = False,
+        stall_timeout_s: float | None = None,
     ) -> list[GenerationResult]:
         """Generate all requests.
 
@@ -145,20 +185,33 @@ class VllmEngine:
         `max_num_seqs` running (continuous batching). With `batch_size`, requests go in
         groups of that size, one group after another: what a benchmark at a fixed batch
         size needs from a single engine.
+
+        With `stall_timeout_s`, a call in which no request finishes for that long kills the
+        engine and raises EngineStalled (the engine is then dead: `alive` is False).
         """
+        if not self.alive:
+            raise EngineStalled("this engine was stopped; start a new one")
         results: list[GenerationResult] = []
         step = batch_size or len(requests) or 1
-        for start in range(0, len(requests), step):
-            chunk = requests[start : start + step]
-            results.extend(self._generate_chunk(chunk, sampling, show_progress, first_index=start))
-        if self.spec.method == "specdec" and self.spec.cache_file:
-            self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
+        with StallWatch(stall_timeout_s, lambda: self._stop_stalled(stall_timeout_s or 0.0)) as watch:
+            try:
+                for start in range(0, len(requests), step):
+                    chunk = requests[start : start + step]
+                    results.extend(self._generate_chunk(chunk, sampling, watch, show_progress, first_index=start))
+                if self.spec.method == "specdec" and self.spec.cache_file:
+                    self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
+            except Exception as exc:
+                if watch.stalled:  # whatever vLLM raised once its engine was killed
+                    raise EngineStalled(f"no request finished for {stall_timeout_s:.0f} s; the engine "
+                                        "was stopped") from exc
+                raise
         return results
 
     def _generate_chunk(
         self,
         requests: Sequence[GenerationRequest],
         sampling: SamplingOptions,
+        watch: StallWatch,
         show_progress: bool,
         first_index: int = 0,
     ) -> list[GenerationResult]:
@@ -178,7 +231,7 @@ class VllmEngine:
             )
             for i, r in enumerate(requests)
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=show_progress)
+        outputs = self.llm.generate(prompts, params, use_tqdm=progress_bars(watch, show_progress))
         traces = self._collect_traces([o.request_id for o in outputs])
         return [
             self._result(req, out, traces.get(out.request_id))

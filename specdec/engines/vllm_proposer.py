@@ -15,6 +15,7 @@ model at start-up by running a few steps with forced drafts of known length (`fo
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ from specdec.engines.step_timing import StepTimer
 from specdec.stats import RequestTrace
 
 CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
+# vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
+log = logging.getLogger("vllm.specdec.proposer")
 
 
 class SpecdecVllmProposer:
@@ -42,11 +45,13 @@ class SpecdecVllmProposer:
     def load_model(self, target_model: Any) -> None:
         """No draft model to load."""
 
-    def bind(self, input_batch: Any, config: SpecConfig) -> None:
+    def bind(self, input_batch: Any, config: SpecConfig, tokenizer: str | None = None) -> str | None:
+        """Returns a warning when the cache file could not be used (the cache starts empty)."""
         if config.k_max != self.k_max:
             raise ValueError(f"SpecConfig.k_max={config.k_max} != vLLM K={self.k_max}")
         self.input_batch = input_batch
-        self.controller = DraftController(config)
+        self.controller = DraftController(config, tokenizer=tokenizer)
+        return self.controller.cache_warning
 
     def propose(
         self,
@@ -103,7 +108,16 @@ class SpecdecVllmProposer:
         out: dict[str, dict[str, Any]] = {}
         for req_id in [r for r in self.finished if _external_id(r) in wanted]:
             out[_external_id(req_id)] = self.finished.pop(req_id).to_dict()
+        if self.controller is not None and not self.controller.active_ids():
+            self.timer.forget_requests()
         return out
+
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of every structure that grows with requests: per-request ones
+        (bound None) are empty between generate calls, the others stay within their bound."""
+        sizes = {"finished_traces": (len(self.finished), None), "step_drafts": (len(self.timer._last_drafts), None),
+                 "step_samples": (len(self.timer.recent), self.timer.recent.maxlen)}
+        return {**sizes, **(self.controller.state_sizes() if self.controller else {})}
 
     def _retire(self, req_id: str) -> None:
         assert self.controller is not None
@@ -122,13 +136,13 @@ def _drafter(worker: Any) -> SpecdecVllmProposer | None:
     return drafter if isinstance(drafter, SpecdecVllmProposer) else None
 
 
-def bind_proposer(worker: Any, config: dict[str, Any]) -> bool:
+def bind_proposer(worker: Any, config: dict[str, Any], tokenizer: str | None = None) -> str | None:
+    """None: no specdec drafter in this worker; otherwise "" or the cache file's warning."""
     runner = worker.model_runner
     drafter = _drafter(worker)
     if drafter is None:
-        return False
-    drafter.bind(runner.input_batch, SpecConfig.from_dict(config))
-    return True
+        return None
+    return drafter.bind(runner.input_batch, SpecConfig.from_dict(config), tokenizer) or ""
 
 
 def reset_proposer(worker: Any) -> bool:
@@ -136,7 +150,7 @@ def reset_proposer(worker: Any) -> bool:
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return False
-    drafter.controller = DraftController(drafter.controller.config)
+    drafter.controller = DraftController(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
     drafter.finished.clear()
     return True
 
@@ -186,9 +200,18 @@ def step_cost(worker: Any) -> dict[str, float] | None:
     return None if model is None else dataclasses.asdict(model)
 
 
+def state_sizes(worker: Any) -> dict[str, tuple[int, int | None]] | None:
+    drafter = _drafter(worker)
+    return None if drafter is None else drafter.state_sizes()
+
+
 def save_cache(worker: Any, path: str) -> int:
     """Write the proposer's cross-request cache to `path` (sequences written)."""
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return 0
-    return drafter.controller.save_cache(path)
+    try:
+        return drafter.controller.save_cache(path)
+    except OSError as exc:  # costs the next run its warm start, not this call its results
+        log.warning("specdec: could not save the draft cache to %s: %s", path, exc)
+        return 0

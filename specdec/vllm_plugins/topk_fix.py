@@ -78,7 +78,7 @@ def _defective_original() -> Callable[..., Any] | None:
 def register() -> None:
     """Install `apply_top_k_only` where vLLM's crashing one lives.
 
-    Called by the `specdec_sampling_fix` plugin entry point. Idempotent; a no-op when the
+    Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op when the
     function is absent or already correct, and when SPECDEC_DISABLE_TOPK_FIX=1.
     """
     global _decided

@@ -1,12 +1,16 @@
 """End to end with the real engine: a real Prefect server, a process worker, deployments from
 prefect.yaml, `prefect deployment run ... --param ...`, local folders and the local S3
-endpoint. Three flow runs start engines (each ~30-90 s on 2 cores), so shards are tiny."""
+endpoint. Four flow runs start engines (each ~30-90 s on 2 cores), so shards are tiny.
+
+Faults of a worker fleet: a flow process killed with SIGKILL, a deployment run cancelled
+from Prefect (`prefect flow-run cancel`, the UI's cancel) and a cancelled fan-out parent.
+Processes are followed by PID from the process the test started, never found by name."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +19,7 @@ import pytest
 from specdec.datasets import humaneval_rows
 from support import BIN, REPO
 from support.db import query
+from support.process_tree import describe, descendants, wait_until_gone
 from support.processes import stop, wait_for
 from support.shards import write_shard
 from tasks.staging import Staging
@@ -47,7 +52,7 @@ def worker(prefect_server, s3_server, tmp_path_factory):
     proc = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "cpu", "--type", "process"],
                             env=env, cwd=tmp_path_factory.mktemp("worker-cwd"), stdout=log, stderr=subprocess.STDOUT)
     wait_for(lambda: "started" in log_path.read_text().lower(), 60, "prefect worker", proc)
-    yield env, log_path
+    yield env, log_path, proc
     stop(proc, (signal.SIGINT, signal.SIGINT), timeout=30)  # a worker needs SIGINT twice
     log.close()
 
@@ -77,38 +82,87 @@ def check_results(db: Path, num_prompts: int, num_shards: int, engine_starts: in
     assert sum(1 for s in starts if s > 0) == engine_starts, starts
 
 
-def test_killed_mid_shard_then_rerun_by_deployment_gives_each_prompt_once(worker, tmp_path):
-    env, _ = worker
-    rows = humaneval_rows(limit=10)
+def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(worker, prefect_api, tmp_path):
+    """1. `specdec run`, its flow process SIGKILLed inside shard 2: its engine processes exit
+    (they watch their parent). 2. A deployment run resumes, is cancelled from Prefect inside
+    shard 3: within 30 s none of its processes remains and it ends Cancelled. 3. The same
+    deployment again: completes, every prompt exactly once."""
+    env, _, worker_proc = worker
+    rows = humaneval_rows(limit=16)
     write_shard(tmp_path / "src/he-000.parquet", rows[:4])
-    write_shard(tmp_path / "src/he-001.parquet", rows[4:])
+    write_shard(tmp_path / "src/he-001.parquet", rows[4:10])
+    # longer completions: the cancel must land while this shard generates
+    write_shard(tmp_path / "src/he-002.parquet", [{**r, "max_tokens": 128} for r in rows[10:]])
     db, staging = tmp_path / "r.duckdb", tmp_path / "staging"
-    out_path = tmp_path / "run1.log"
-    with open(out_path, "w") as out:
-        proc = subprocess.Popen(
-            [str(BIN / "specdec"), "run", "--source", str(tmp_path / "src"), "--db", str(db),
-             "--staging", str(staging), "--max-tokens", "16", "--batch-size", "4", "--kv-cache-gib", "1"],
-            env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_for(lambda: "shard he-001.parquet: 6 valid row(s)" in out_path.read_text(), 400,
-                     "second shard read", proc)
-            time.sleep(1.0)  # now inside the second shard's generation
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)  # the run's own process group: flow + engine
-            proc.wait(30)
+    kill_flow_process_in_second_shard(env, tmp_path, db, staging)
     assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL") == [("he-000.parquet", 4)]
     (run_id,) = query(db, "SELECT run_id FROM runs")[0]
     assert Staging(str(staging)).read_manifest(run_id, "he-001.parquet") is None  # not committed
     first_generated = query(db, "SELECT generated_at FROM shards WHERE shard_id = 'he-000.parquet'")
-    deployment_run(env, [f"source={tmp_path / 'src'}", f"db={db}", f"staging={staging}"])
-    # Two processes generated (the killed run: shard 0; the deployment's run: shard 1).
-    check_results(db, num_prompts=10, num_shards=2, engine_starts=2)
+
+    params = {"source": str(tmp_path / "src"), "db": str(db), "staging": str(staging)}
+    cancel_in_shard(env, worker_proc, params, "he-002.parquet")
+    assert Staging(str(staging)).read_manifest(run_id, "he-002.parquet") is None  # not committed
+    assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL ORDER BY 1") == [
+        ("he-000.parquet", 4), ("he-001.parquet", 6)]  # nothing of the cancelled shard
+
+    deployment_run(env, [f"{k}={v}" for k, v in params.items()])
+    # Three processes generated: the killed run, the cancelled one, the last one.
+    check_results(db, num_prompts=16, num_shards=3, engine_starts=3)
     assert query(db, "SELECT generated_at FROM shards WHERE shard_id = 'he-000.parquet'") == first_generated
     assert query(db, "SELECT count(*) FROM runs") == [(1,)]  # same source + config: same run
 
 
+def kill_flow_process_in_second_shard(env, tmp_path, db, staging) -> None:
+    out_path = tmp_path / "run1.log"
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specdec.cli", "run", "--source", str(tmp_path / "src"), "--db", str(db),
+             "--staging", str(staging), "--max-tokens", "16", "--batch-size", "4", "--kv-cache-gib", "1"],
+            env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: "shard he-001.parquet: 6 valid row(s)" in out_path.read_text(), 400,
+                     "second shard read", proc)
+            time.sleep(1.0)  # now inside the second shard's generation
+            tree = descendants(proc.pid)
+            assert any("EngineCore" in p.name() for p in tree), describe(tree)
+            proc.kill()  # the flow process alone: its engine processes must notice
+            proc.wait(30)
+        finally:
+            proc.kill()
+    assert not wait_until_gone(tree, 30), describe(tree)
+
+
+def cancel_in_shard(env, worker_proc, params: dict, shard: str) -> None:
+    """A deployment run, cancelled with `prefect flow-run cancel` while `shard` generates."""
+    from prefect import get_client
+    from prefect.deployments import run_deployment
+
+    flow_run = run_deployment("speculative-generation/on-demand", timeout=0, parameters={
+        **params, "max_tokens": 16, "batch_size": 4, "kv_cache_gib": 1.0})
+    wait_for(lambda: task_state(flow_run.id, f"generate {shard}") == "RUNNING", 400, f"{shard} generating")
+    tree = descendants(worker_proc.pid)  # the flow-run process, its engine and worker processes
+    assert any("EngineCore" in p.name() for p in tree), describe(tree)
+    done = prefect(env, "flow-run", "cancel", str(flow_run.id))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not wait_until_gone(tree, 30), describe(tree)
+    with get_client(sync_client=True) as client:
+        wait_for(lambda: client.read_flow_run(flow_run.id).state.is_final(), 60, "final state")
+        assert client.read_flow_run(flow_run.id).state.type.value == "CANCELLED"
+
+
+def task_state(flow_run_id, name: str) -> str | None:
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    states = [tr.state.type.value for tr in runs if tr.name == name and tr.state]
+    return states[-1] if states else None
+
+
 def test_deployment_run_reads_and_stages_on_s3(worker, s3_server, make_bucket, tmp_path):
-    env, worker_log = worker
+    env, worker_log, _ = worker
     make_bucket(s3_server, "e2e")
     from tasks import storage
 
@@ -126,3 +180,44 @@ def test_deployment_run_reads_and_stages_on_s3(worker, s3_server, make_bucket, t
         dump = query(db, f"SELECT string_agg(CAST(t AS VARCHAR), '') FROM {table} AS t")[0][0]
         assert SECRET not in dump, table
     assert SECRET not in worker_log.read_text()
+
+
+def test_cancelling_a_fanout_parent_cancels_its_group_runs(worker, prefect_api, tmp_path):
+    """The parent runs on the worker (no engine: it lists, submits and waits); its groups go
+    to `gpu-shards`, whose pool has no worker here, so they wait Scheduled. Cancelling the
+    parent cancels both."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.deployments import run_deployment
+
+    env, _, _ = worker
+    rows = humaneval_rows(limit=2)
+    for i, row in enumerate(rows):
+        write_shard([row], tmp_path / f"src/part-{i}.parquet")
+    parent = run_deployment("speculative-generation-fanout/fanout", timeout=0, parameters={
+        "source": str(tmp_path / "src"), "staging": str(tmp_path / "staging"), "db": str(tmp_path / "r.duckdb"),
+        "num_groups": 2, "shard_deployment": "speculative-generation-shards/gpu-shards",
+        "options": {"method": "none"}})
+
+    def children():
+        with get_client(sync_client=True) as client:
+            return client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent.id])))
+
+    wait_for(lambda: len(children()) == 2, 300, "two group runs submitted")
+    done = prefect(env, "flow-run", "cancel", str(parent.id))
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_for(lambda: all(c.state.is_final() for c in children()), 60, "group runs cancelled")
+    assert sorted(c.state.type.value for c in children()) == ["CANCELLED", "CANCELLED"]
+    with get_client(sync_client=True) as client:
+        wait_for(lambda: client.read_flow_run(parent.id).state.is_final(), 60, "parent final")
+        assert client.read_flow_run(parent.id).state.type.value == "CANCELLED"
+
+
+def test_the_nightly_deployment_never_runs_twice_at_once(worker, prefect_api):
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        nightly = client.read_deployment_by_name("speculative-generation/nightly")
+    assert nightly.global_concurrency_limit is not None and nightly.global_concurrency_limit.limit == 1
+    assert nightly.concurrency_options.collision_strategy == "CANCEL_NEW"

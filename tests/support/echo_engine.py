@@ -18,7 +18,7 @@ class EchoEngine:
     tokenizer = EchoTokenizer()  # no chat template: prompts are encoded as they are
     engine_config = EngineConfig(max_model_len=2048)
 
-    def generate(self, requests, sampling, batch_size=None, show_progress=False):
+    def generate(self, requests, sampling, batch_size=None, show_progress=False, stall_timeout_s=None):
         out = []
         for r in requests:
             ids = list(r.prompt_token_ids[: r.max_tokens])

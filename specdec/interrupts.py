@@ -1,0 +1,83 @@
+"""SIGINT and SIGTERM for the `specdec` commands: stop cleanly, or at once when asked twice.
+
+The first SIGINT or SIGTERM raises `Interrupted` in the main thread, wherever it is
+(blocked on vLLM included): the command unwinds, shuts its engine down and exits with
+128 + the signal number (130, 143). A second one, while that shutdown runs, kills the
+engine processes by PID, removes temporary files and exits at once.
+
+Outputs are written under a temporary name and renamed at the end (`temporary_path`), so
+an interrupted command leaves no output that looks complete and no temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_temporary: set[Path] = set()  # temporary files being written, removed on a hard exit
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived. A BaseException, like KeyboardInterrupt: `except
+    Exception` does not swallow it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def handled(kill: Callable[[], None]) -> Iterator[None]:
+    """Install the two-stage handler for the duration (main thread only; elsewhere a
+    no-op). `kill` must not wait: it runs inside the signal handler."""
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            raise Interrupted(signum)
+        hard_exit(kill, 128 + signum)
+
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def hard_exit(kill: Callable[[], None], code: int) -> None:
+    """Kill the engine processes, remove temporary files, exit without unwinding."""
+    try:
+        kill()
+        for path in list(_temporary):
+            path.unlink(missing_ok=True)
+    finally:
+        os._exit(code)
+
+
+@contextlib.contextmanager
+def temporary_path(path: Path) -> Iterator[Path]:
+    """A unique temporary name beside `path` to write to; renamed to `path` when the block
+    ends normally, removed otherwise (an error, a signal)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    _temporary.add(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        _temporary.discard(tmp)
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,69 @@
+"""Engine processes end when the process that started them ends.
+
+vLLM's EngineCore does not watch its parent: when the driver (a `specdec generate`, a flow
+run) dies without shutting the engine down (SIGKILL, the OOM killer, a worker's hard kill
+after a cancel), the EngineCore keeps generating and then idles forever, holding its memory
+(its Workers watch the EngineCore, not the driver). This guard runs in every process vLLM
+starts (it is part of the vLLM general plugin, see specdec.vllm_plugins): in an EngineCore
+or Worker process a daemon thread waits on the parent's process sentinel (a pipe that
+closes when the parent exits, whatever killed it) and then kills the process's own
+children by PID and exits at once. Nobody is left to read its results.
+
+A sentinel is used rather than PR_SET_PDEATHSIG, which fires when the *thread* that started
+the child exits (Prefect may start the engine from a short-lived thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from multiprocessing.connection import wait
+
+# vLLM's "vllm" logger is the one with a handler in its engine and worker processes.
+log = logging.getLogger("vllm.specdec.engine_guard")
+
+# multiprocessing names of the processes vLLM starts for an engine (EngineCore_DP<n> with
+# data parallelism, VllmWorker-<rank>).
+ENGINE_PROCESS_PREFIXES = ("EngineCore", "VllmWorker")
+EXIT_CODE = 70  # a parent gone is not a clean shutdown
+
+_installed = False
+
+
+def register() -> None:
+    """Start the parent watch in an engine process; a no-op anywhere else (the driver, the
+    API server) and when called again."""
+    global _installed
+    if _installed:
+        return
+    parent = multiprocessing.parent_process()
+    name = multiprocessing.current_process().name
+    if parent is None or not name.startswith(ENGINE_PROCESS_PREFIXES):
+        return
+    _installed = True
+    threading.Thread(target=_watch, args=(parent.sentinel, parent.pid), daemon=True,
+                     name="specdec-parent-watch").start()
+
+
+def _watch(sentinel: int, parent_pid: int | None) -> None:
+    wait([sentinel])  # returns when the parent has exited
+    log.warning("specdec: parent process %s is gone: stopping engine process %d and its children",
+                parent_pid, os.getpid())
+    _kill_children()
+    os._exit(EXIT_CODE)
+
+
+def _kill_children() -> None:
+    import psutil
+
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            child.kill()
+        except psutil.Error:
+            continue

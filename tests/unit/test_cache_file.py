@@ -1,0 +1,133 @@
+"""The draft cache file (`--cache-file`): a damaged, foreign, old-format or other-tokenizer
+file starts the run cold with a warning naming it and is moved aside; two processes saving
+the same file at once leave one complete file and no temporary files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
+from specdec.drafting import cache_file
+from specdec.drafting.suffix_cache import SuffixTrieCache
+
+REPO = Path(__file__).resolve().parents[2]
+TOKENIZER = "tok-a"
+
+
+def saved_cache(path: Path, num_sequences: int = 20, seed: int = 0, tokenizer: str | None = TOKENIZER) -> SuffixTrieCache:
+    rng = np.random.default_rng(seed)
+    cache = SuffixTrieCache(max_depth=8)
+    for i in range(num_sequences):
+        cache.insert(f"seed{seed}-{i}", rng.integers(0, 50, size=30))
+    cache.save(path, tokenizer)
+    return cache
+
+
+def controller(path: Path, tokenizer: str | None = TOKENIZER) -> DraftController:
+    return DraftController(SpecConfig(method="specdec", cache_file=str(path)), tokenizer=tokenizer)
+
+
+def test_a_good_file_loads_with_its_header(tmp_path):
+    path = tmp_path / "cache.npz"
+    saved = saved_cache(path)
+    with np.load(path) as data:
+        meta = json.loads(str(data["meta"]))
+    assert (meta["format"], meta["version"], meta["tokenizer"]) == (cache_file.FORMAT, cache_file.VERSION, TOKENIZER)
+    ctl = controller(path)
+    assert ctl.cache_warning is None and len(ctl.proposer.cache) == len(saved) == 20
+    ctl.proposer.cache.check_invariants()
+    assert [p.name for p in tmp_path.iterdir()] == ["cache.npz"]
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def flip_middle(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    path.write_bytes(bytes(data))
+
+
+def foreign_npz(path: Path) -> None:
+    with open(path, "wb") as out:
+        np.savez(out, weights=np.zeros(3))
+
+
+def older_specdec(path: Path) -> None:  # the header-less format this module replaced
+    meta = json.dumps({"max_depth": 8, "max_nodes": 100, "ids": ["a"]})
+    with open(path, "wb") as out:
+        np.savez_compressed(out, meta=np.asarray(meta), s0=np.arange(5))
+
+
+def future_version(path: Path) -> None:
+    cache_file.write(path, {"max_depth": 8, "max_nodes": 100, "ids": []}, {}, TOKENIZER)
+    with np.load(path) as data:
+        meta = {**json.loads(str(data["meta"])), "version": cache_file.VERSION + 1}
+    with open(path, "wb") as out:
+        np.savez_compressed(out, meta=np.asarray(json.dumps(meta)))
+
+
+DAMAGE = {
+    "truncated": (truncate, "damaged"),
+    "corrupt": (flip_middle, "damaged"),
+    "not numpy": (lambda p: p.write_text("hello, I am a text file"), "damaged"),
+    "foreign npz": (foreign_npz, "no specdec header"),
+    "older specdec": (older_specdec, "no specdec header"),
+    "future version": (future_version, "format version 2"),
+    "other tokenizer": (lambda p: saved_cache(p, tokenizer="tok-b"), "written for another tokenizer"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path, case):
+    path = tmp_path / "cache.npz"
+    saved_cache(path)
+    damage, reason = DAMAGE[case]
+    damage(path)
+    ctl = controller(path)
+    assert len(ctl.proposer.cache) == 0  # cold, no exception
+    assert ctl.cache_warning is not None and str(path) in ctl.cache_warning and reason in ctl.cache_warning
+    assert not path.exists()
+    (aside,) = tmp_path.iterdir()
+    assert aside.name.startswith("cache.npz.unusable-") and str(aside) in ctl.cache_warning
+    ctl.save_cache(str(path))  # the run's save starts a good file again
+    assert controller(path).cache_warning is None
+
+
+def test_a_missing_file_is_a_first_run_without_warning(tmp_path):
+    ctl = controller(tmp_path / "none-yet.npz")
+    assert ctl.cache_warning is None and len(ctl.proposer.cache) == 0
+
+
+SAVE_REPEATEDLY = """
+import sys
+from test_cache_file import TOKENIZER, saved_cache
+cache = saved_cache(__import__("pathlib").Path(sys.argv[1]), num_sequences=400, seed=int(sys.argv[2]))
+for _ in range(int(sys.argv[3])):
+    cache.save(sys.argv[1], TOKENIZER)
+print("done", flush=True)
+"""
+
+
+def test_two_processes_saving_one_file_at_once_leave_one_complete_file(tmp_path):
+    path = tmp_path / "shared.npz"
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests' / 'unit'}", "PATH": ""}
+    writers = [subprocess.Popen([sys.executable, "-c", SAVE_REPEATEDLY, str(path), str(seed), "30"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for seed in (1, 2)]
+    for writer in writers:
+        out, _ = writer.communicate(timeout=300)
+        assert writer.returncode == 0 and "done" in out, out
+    loaded = SuffixTrieCache.load(path, tokenizer=TOKENIZER)
+    loaded.check_invariants()
+    prefixes = {seq_id.split("-")[0] for seq_id in loaded._sequences}
+    assert len(loaded) == 400 and prefixes in ({"seed1"}, {"seed2"})  # one writer's whole file
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.npz"]  # no temporary files
