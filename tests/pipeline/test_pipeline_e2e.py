@@ -193,7 +193,7 @@ def test_cancelling_a_fanout_parent_cancels_its_group_runs(worker, prefect_api, 
     env, _, _ = worker
     rows = humaneval_rows(limit=2)
     for i, row in enumerate(rows):
-        write_shard([row], tmp_path / f"src/part-{i}.parquet")
+        write_shard(tmp_path / f"src/part-{i}.parquet", [row])
     parent = run_deployment("speculative-generation-fanout/fanout", timeout=0, parameters={
         "source": str(tmp_path / "src"), "staging": str(tmp_path / "staging"), "db": str(tmp_path / "r.duckdb"),
         "num_groups": 2, "shard_deployment": "speculative-generation-shards/gpu-shards",
