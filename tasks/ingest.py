@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from specdec.results_table import with_current_names
-from tasks.db import connect_for_write, load_sql
+from tasks.db import connect_for_write, load_sql, write_cursor
 from tasks.staging import RunManifest, ShardManifest, Staging, StagingIntegrityError
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,8 @@ def _ingest_shards(con: duckdb.DuckDBPyConnection, staging: Staging, run_id: str
     pending = iter(ids)
     lock, failed = threading.Lock(), threading.Event()
 
-    def work() -> list[int | None]:
+    def work(cursor: duckdb.DuckDBPyConnection) -> list[int | None]:
         done: list[int | None] = []
-        cursor = con.cursor()  # its own connection, so its own transaction
         try:
             while not failed.is_set():
                 with lock:
@@ -113,11 +112,12 @@ def _ingest_shards(con: duckdb.DuckDBPyConnection, staging: Staging, run_id: str
         finally:
             cursor.close()
 
-    threads = max(1, min(workers, len(ids)))
-    if threads == 1:
-        return work()
-    with ThreadPoolExecutor(threads, thread_name_prefix="ingest") as pool:
-        futures = [pool.submit(work) for _ in range(threads)]
+    # Cursors are opened here: the writer connection takes one call at a time.
+    cursors = [write_cursor(con) for _ in range(max(1, min(workers, len(ids))))]
+    if len(cursors) == 1:
+        return work(cursors[0])
+    with ThreadPoolExecutor(len(cursors), thread_name_prefix="ingest") as pool:
+        futures = [pool.submit(work, cursor) for cursor in cursors]
     errors = [f.exception() for f in futures if f.exception() is not None]
     if errors:
         raise errors[0]
