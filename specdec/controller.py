@@ -20,10 +20,12 @@ from specdec.budget import (
     geometric_gains,
 )
 from specdec.config import SpecConfig
-from specdec.drafting.base import Proposer
+from specdec.drafting.base import BatchProposer, DraftBatch, Proposer, RowByRow
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from specdec.drafting.cache_file import read_cache_file
+from specdec.drafting.native import NativeHybridProposer
+from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, SuffixTrieCache
 from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
 
@@ -34,17 +36,28 @@ class _Live:
     trace: RequestTrace
     acceptance: AcceptanceEstimate = dataclasses.field(default_factory=AcceptanceEstimate)
     pending_draft: int = 0  # tokens drafted last step, awaiting verification
+    verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
 
 
 def default_proposer(config: SpecConfig) -> Proposer:
-    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone)."""
+    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone), compiled
+    or the Python reference as `config.drafter` says, starting from `config.cache_file` when
+    it exists."""
     if not config.cache:
         return NgramProposer(config.lookup_min, config.lookup_max)
-    if config.cache_file and Path(config.cache_file).exists():
-        cache = SuffixTrieCache.load(config.cache_file, max_nodes=config.cache_max_nodes)
+    contents = read_cache_file(config.cache_file) if config.cache_file and Path(config.cache_file).exists() else None
+    max_depth = contents.max_depth if contents else DEFAULT_MAX_DEPTH
+    proposer: HybridProposer | NativeHybridProposer
+    if config.drafter == "python":
+        cache = SuffixTrieCache(max_depth, config.cache_max_tokens)
+        proposer = HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
     else:
-        cache = SuffixTrieCache(max_nodes=config.cache_max_nodes)
-    return HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
+        proposer = NativeHybridProposer(
+            config.cache_max_tokens, max_depth, config.lookup_min, config.lookup_max, config.cache_min_prob
+        )
+    if contents:
+        proposer.cache.load_contents(contents)
+    return proposer
 
 
 class DraftController:
@@ -59,6 +72,9 @@ class DraftController:
     def __init__(self, config: SpecConfig, proposer: Proposer | None = None) -> None:
         self.config = config
         self.proposer = proposer or default_proposer(config)
+        self.drafter: BatchProposer = (
+            self.proposer if hasattr(self.proposer, "propose_batch") else RowByRow(self.proposer)  # type: ignore[assignment]
+        )
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
@@ -74,16 +90,20 @@ class DraftController:
     def step_batch(
         self, rows: Sequence[tuple[str, np.ndarray, int]], cost: StepCostModel | None = None
     ) -> list[np.ndarray]:
-        """`step` for every row of one batch. With a cost model each row first drafts up to
-        its K, then the batch budget keeps the positions worth verifying (specdec.budget)."""
+        """`step` for every row of one batch, with one drafter call for the whole batch.
+        With a cost model each row first drafts up to its K, then the batch budget keeps
+        the positions worth verifying (specdec.budget)."""
+        req_ids = [req_id for req_id, _, _ in rows]
         lives = [self._observe(req_id, num_accepted) for req_id, _, num_accepted in rows]
+        self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
         if cost is not None:
             ks = self._skip_unaffordable(lives, ks, cost)
-        # Called with k = 0 too: a proposer may keep the sequence (the cache learns it at the end).
-        drafts = [self.proposer.propose(req_id, tokens, k) for (req_id, tokens, _), k in zip(rows, ks, strict=True)]
+        # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
+        batch = self.drafter.propose_batch(req_ids, [tokens for _, tokens, _ in rows], np.asarray(ks, dtype=np.int64))
+        drafts = [batch.draft(i) for i in range(len(rows))]
         if cost is not None:
-            gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
+            gains = [self._gains(batch, i, live) for i, live in enumerate(lives)]
             ks = allocate_drafts(gains, cost)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
@@ -117,30 +137,36 @@ class DraftController:
     def _overall_rate(self) -> float:
         return self._overall.rate(prior=0.5, prior_weight=1.0)
 
-    def _gains(self, req_id: str, live: _Live, draft: np.ndarray) -> np.ndarray:
+    def _gains(self, batch: DraftBatch, row: int, live: _Live) -> np.ndarray:
         """Probability that each draft position is accepted: the drafter's per-token
         confidence where it has one, scaled by how this request fares against the run."""
-        confidence = getattr(self.proposer, "confidence", None)
-        if confidence is None:
-            return geometric_gains(self.acceptance_rate(live), draft.shape[0])
-        per_token = confidence(req_id)[: draft.shape[0]] * self._relative_acceptance(live, self._overall_rate())
+        length = int(batch.lengths[row])
+        if batch.confidence is None:
+            return geometric_gains(self.acceptance_rate(live), length)
+        per_token = batch.row_confidence(row) * self._relative_acceptance(live, self._overall_rate())
         return np.cumprod(np.clip(per_token, 0.0, self.MAX_TOKEN_GAIN))
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:
+        """Learn from the verification of the request's last draft (the drafter learns in
+        `_feedback`); `live.verified` keeps what it was told until then."""
         live = self._live.get(req_id)
         if live is None:
             live = _Live(self.policy.new_state(), RequestTrace.empty(self.config.k_max))
             self._live[req_id] = live
+        live.verified = (live.pending_draft, min(num_accepted, live.pending_draft))
         if live.pending_draft:
-            num_accepted = min(num_accepted, live.pending_draft)
-            self.policy.observe(live.state, live.pending_draft, num_accepted)
-            live.trace.record_verified(live.pending_draft, num_accepted)
-            live.acceptance.observe(live.pending_draft, num_accepted, self.ACCEPTANCE_DECAY)
-            self._overall.observe(live.pending_draft, num_accepted, 1.0)
-            feedback = getattr(self.proposer, "feedback", None)
-            if feedback is not None:
-                feedback(req_id, live.pending_draft, num_accepted)
+            num_drafted, num_accepted = live.verified
+            self.policy.observe(live.state, num_drafted, num_accepted)
+            live.trace.record_verified(num_drafted, num_accepted)
+            live.acceptance.observe(num_drafted, num_accepted, self.ACCEPTANCE_DECAY)
+            self._overall.observe(num_drafted, num_accepted, 1.0)
         return live
+
+    def _feedback(self, req_ids: list[str], lives: Sequence[_Live]) -> None:
+        drafted = np.array([live.verified[0] for live in lives], dtype=np.int64)
+        if drafted.any():
+            accepted = np.array([live.verified[1] for live in lives], dtype=np.int64)
+            self.drafter.feedback_batch(req_ids, drafted, accepted)
 
     def finish(self, req_id: str) -> RequestTrace | None:
         """The request left the batch: return its trace and forget it.
@@ -148,16 +174,13 @@ class DraftController:
         A draft still pending at that point was never verified and is not counted.
         """
         live = self._live.pop(req_id, None)
-        self.proposer.forget(req_id)
+        self.drafter.forget(req_id)
         return None if live is None else live.trace
 
     def save_cache(self, path: str) -> int:
         """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
-        cache = getattr(self.proposer, "cache", None)
-        if not isinstance(cache, SuffixTrieCache):
-            return 0
-        cache.save(path)
-        return len(cache)
+        save = getattr(self.proposer, "save_cache", None)
+        return 0 if save is None else int(save(path))
 
     def active_ids(self) -> list[str]:
         return list(self._live)

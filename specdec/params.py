@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # specdec.config takes its defaults from this module
 
 Method = Literal["none", "ngram", "suffix", "draft", "specdec"]
 PromptFormat = Literal["chat", "raw"]
+DrafterKind = Literal["native", "python"]
 
 SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec")
 
@@ -47,6 +48,11 @@ class GenerationParams(BaseModel):
         "draft: model folder with the target's tokenizer", ("draft",)))
     budget: bool = Field(True, **decides_output(
         "specdec: size drafts by the measured cost of verifying them", ("specdec",)))
+    # Both implementations draft the same tokens (tests check it), so this never decides the
+    # output: it is recorded with the run (recorded_config's params) but kept out of the hash.
+    drafter: DrafterKind = Field("native", description=(
+        "specdec: the drafting implementation; native: the compiled core (specdec_native, built "
+        "by make setup; start-up fails without it), python: the reference (same drafts, slower)"))
     cache_file: str | None = Field(None, description=(
         "specdec: load the cross-request draft cache from this file when it exists and save it "
         "back after each generate call"))
@@ -87,6 +93,7 @@ class GenerationParams(BaseModel):
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
             draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file,
+            drafter=self.drafter,
         )
 
     def engine_config(self, max_model_len: int) -> EngineConfig:

@@ -95,7 +95,7 @@ def test_persisted_cache_starts_a_later_run_warm(tmp_path):
     [warm] = replay([later], cfg)  # loads the file: the answer is drafted from the first step
     assert warm.output_token_ids == cold.output_token_ids == answer
     assert warm.stats.num_steps < cold.stats.num_steps
-    small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_nodes=60)
+    small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_tokens=60)
     cache = DraftController(small).proposer.cache  # type: ignore[attr-defined]
     cache.check_invariants()
-    assert len(cache) == 1  # over the node budget: the oldest sequence was evicted on load
+    assert len(cache) == 1  # over the token budget: the oldest sequence was evicted on load

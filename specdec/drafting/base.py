@@ -1,7 +1,9 @@
-"""The Proposer protocol every drafter implements."""
+"""The Proposer protocol every drafter implements, and the batch form the controller calls."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -34,3 +36,74 @@ class ConfidentProposer(Proposer, Protocol):
     def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
         """The first `num_drafted` tokens of the last draft were verified, `num_accepted` accepted."""
         ...
+
+
+@dataclasses.dataclass(frozen=True)
+class DraftBatch:
+    """Every row's draft (and, from a confident drafter, each drafted token's confidence)."""
+
+    tokens: np.ndarray  # [num_rows, width] int64; row i's draft is tokens[i, :lengths[i]]
+    lengths: np.ndarray  # [num_rows] int64
+    confidence: np.ndarray | None  # [num_rows, width] float64, or None (no confidences)
+
+    def draft(self, row: int) -> np.ndarray:
+        return self.tokens[row, : self.lengths[row]]
+
+    def row_confidence(self, row: int) -> np.ndarray:
+        assert self.confidence is not None
+        return self.confidence[row, : self.lengths[row]]
+
+    @classmethod
+    def from_rows(cls, drafts: Sequence[np.ndarray], confidences: Sequence[np.ndarray] | None) -> "DraftBatch":
+        lengths = np.array([d.shape[0] for d in drafts], dtype=np.int64)
+        width = int(lengths.max()) if lengths.size else 0
+        tokens = np.zeros((len(drafts), width), dtype=np.int64)
+        conf = None if confidences is None else np.zeros((len(drafts), width))
+        for i, draft in enumerate(drafts):
+            tokens[i, : draft.shape[0]] = draft
+            if conf is not None and confidences is not None:
+                conf[i, : draft.shape[0]] = confidences[i][: draft.shape[0]]
+        return cls(tokens, lengths, conf)
+
+
+class BatchProposer(Protocol):
+    """One call per engine step for the whole batch: what the controller drives.
+
+    `feedback_batch` first (what the target accepted of each row's last draft), then
+    `propose_batch` (each row's tokens so far in, each row's draft and confidences out).
+    """
+
+    def feedback_batch(self, req_ids: Sequence[str], num_drafted: np.ndarray, num_accepted: np.ndarray) -> None:
+        """Row i's last draft had its first `num_drafted[i]` tokens verified (both [num_rows])."""
+        ...
+
+    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: np.ndarray) -> DraftBatch:
+        """Draft at most `ks[i]` tokens ([num_rows]) for row i from `tokens[i]` ([num_tokens_i])."""
+        ...
+
+    def forget(self, req_id: str) -> None:
+        ...
+
+
+class RowByRow:
+    """A per-request `Proposer` behind the batch interface (a loop: for baselines and tests)."""
+
+    def __init__(self, proposer: Proposer) -> None:
+        self.proposer = proposer
+        self._confident = callable(getattr(proposer, "confidence", None))
+
+    def feedback_batch(self, req_ids: Sequence[str], num_drafted: np.ndarray, num_accepted: np.ndarray) -> None:
+        feedback = getattr(self.proposer, "feedback", None)
+        if feedback is None:
+            return
+        for req_id, drafted, accepted in zip(req_ids, num_drafted.tolist(), num_accepted.tolist(), strict=True):
+            if drafted:
+                feedback(req_id, drafted, accepted)
+
+    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: np.ndarray) -> DraftBatch:
+        drafts = [self.proposer.propose(r, t, k) for r, t, k in zip(req_ids, tokens, ks.tolist(), strict=True)]
+        confidences = [self.proposer.confidence(r) for r in req_ids] if self._confident else None  # type: ignore[attr-defined]
+        return DraftBatch.from_rows(drafts, confidences)
+
+    def forget(self, req_id: str) -> None:
+        self.proposer.forget(req_id)

@@ -1,0 +1,199 @@
+"""The compiled drafting core (`specdec_native`, C++ built from packaging/specdec_native) behind
+the Python reference's interface.
+
+`NativeHybridProposer` drafts exactly what `HybridProposer` over a `SuffixTrieCache` drafts
+(tests/test_native_drafter.py checks it on random and real token streams), with each
+request's own-text index kept up to date as tokens arrive, the cross-request cache as a
+compacted suffix tree over a compact token store, and one call per engine step for the whole
+batch (`feedback_batch`, then `propose_batch`). The Python drafter stays as the reference
+(`--drafter python`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from specdec.drafting.base import DraftBatch
+from specdec.drafting.cache_file import CacheContents, read_cache_file, write_cache_file
+from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft
+
+ABI_VERSION = 1  # the specdec_native.ABI_VERSION this code was written against
+INSTALL_HINT = (
+    "build it with `make setup` (scripts/install.sh installs packaging/specdec_native), "
+    "or pass --drafter python to run the slower Python reference"
+)
+
+
+class NativeDrafterMissing(RuntimeError):
+    """specdec's compiled drafter is not installed (or is a build of another version)."""
+
+
+def load_core() -> ModuleType:
+    """The compiled module, or NativeDrafterMissing saying how to get it."""
+    try:
+        import specdec_native
+    except ImportError as exc:
+        raise NativeDrafterMissing(f"specdec's compiled drafter (specdec_native) is not installed: {INSTALL_HINT}") from exc
+    if getattr(specdec_native, "ABI_VERSION", None) != ABI_VERSION:
+        raise NativeDrafterMissing(
+            f"specdec_native {getattr(specdec_native, 'ABI_VERSION', '?')} is installed, this specdec needs "
+            f"version {ABI_VERSION}: {INSTALL_HINT}"
+        )
+    return specdec_native
+
+
+def native_available() -> bool:
+    try:
+        load_core()
+    except NativeDrafterMissing:
+        return False
+    return True
+
+
+def _int32(tokens: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(tokens, dtype=np.int32)
+
+
+class NativeSuffixCache:
+    """The compiled cross-request cache with the reference's interface (SuffixTrieCache)."""
+
+    def __init__(self, core_cache) -> None:  # a specdec_native.SuffixCache
+        self._cache = core_cache
+
+    @classmethod
+    def create(cls, max_depth: int = DEFAULT_MAX_DEPTH, max_tokens: int = DEFAULT_MAX_TOKENS) -> "NativeSuffixCache":
+        return cls(load_core().SuffixCache(max_depth, max_tokens))
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def __contains__(self, seq_id: str) -> bool:
+        return seq_id in self._cache
+
+    @property
+    def max_depth(self) -> int:
+        return self._cache.max_depth
+
+    @property
+    def max_tokens(self) -> int:
+        return self._cache.max_tokens
+
+    @property
+    def num_tokens(self) -> int:
+        return self._cache.num_tokens
+
+    @property
+    def num_nodes(self) -> int:
+        return self._cache.num_nodes
+
+    def insert(self, seq_id: str, tokens: np.ndarray) -> None:
+        self._cache.insert(seq_id, _int32(tokens))
+
+    def remove(self, seq_id: str) -> None:
+        if not self._cache.remove(seq_id):
+            raise KeyError(seq_id)
+
+    def speculate(self, context: np.ndarray, k: int, min_prob: float = 0.0) -> CacheDraft:
+        tokens, probs, match_len = self._cache.speculate(_int32(context), k, min_prob)
+        return CacheDraft(tokens, probs, match_len)
+
+    def memory_bytes(self) -> int:
+        """Bytes the cache has allocated (its own accounting)."""
+        return self._cache.memory_bytes()
+
+    def dump(self) -> list[tuple[tuple[int, ...], int]]:
+        """Every substring the cache counts, with its count (sorted; for tests)."""
+        return [(tuple(path), count) for path, count in self._cache.dump()]
+
+    def check_invariants(self) -> None:
+        try:
+            self._cache.check_invariants()
+        except RuntimeError as exc:
+            raise AssertionError(str(exc)) from exc
+
+    def contents(self) -> CacheContents:
+        ids, tokens, lengths = self._cache.sequences()
+        return CacheContents(self.max_depth, list(ids), tokens, lengths)
+
+    def load_contents(self, contents: CacheContents) -> None:
+        """Insert a file's sequences, oldest first (the budget evicts the oldest)."""
+        for seq_id, seq in zip(contents.ids, contents.sequences(), strict=True):
+            self.insert(seq_id, seq)
+
+    def save(self, path: str | Path) -> None:
+        write_cache_file(path, self.contents())
+
+
+class NativeHybridProposer:
+    """The compiled drafter: same drafts, confidences and cache as `HybridProposer`."""
+
+    def __init__(
+        self,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        n_min: int = 2,
+        n_max: int = 16,
+        min_prob: float = 0.1,
+        min_cache_match: int = 1,
+    ) -> None:
+        if not 1 <= n_min <= n_max <= 255:
+            raise ValueError(f"need 1 <= n_min ({n_min}) <= n_max ({n_max}) <= 255")
+        self._core = load_core().Drafter(max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match)
+        self.cache = NativeSuffixCache(self._core.cache)
+        self._last_confidence: dict[str, np.ndarray] = {}  # per-row API only
+
+    @classmethod
+    def from_file(cls, path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, **kwargs) -> "NativeHybridProposer":
+        """A drafter whose cache starts with a saved cache file's sequences."""
+        contents = read_cache_file(path)
+        proposer = cls(max_tokens, contents.max_depth, **kwargs)
+        proposer.cache.load_contents(contents)
+        return proposer
+
+    def feedback_batch(self, req_ids: Sequence[str], num_drafted: np.ndarray, num_accepted: np.ndarray) -> None:
+        """Row i's last draft: its first `num_drafted[i]` tokens were verified, `num_accepted[i]`
+        accepted (both [num_rows])."""
+        self._core.feedback_batch(list(req_ids), np.asarray(num_drafted, dtype=np.int64),
+                                  np.asarray(num_accepted, dtype=np.int64))
+
+    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: np.ndarray) -> DraftBatch:
+        """Row i: tokens[i] ([num_tokens_i], int32 or int64) is request req_ids[i]'s sequence so
+        far (it only grows between calls: the tokens not seen before are indexed); drafts at
+        most ks[i] tokens ([num_rows]). One call for the whole batch."""
+        drafts, lengths, confidence = self._core.propose_batch(list(req_ids), list(tokens), np.asarray(ks, dtype=np.int64))
+        return DraftBatch(drafts, lengths, confidence)
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        batch = self.propose_batch([req_id], [np.asarray(tokens)], np.array([max(k, 0)]))
+        self._last_confidence[req_id] = batch.row_confidence(0).copy()
+        return batch.draft(0).copy()
+
+    def confidence(self, req_id: str) -> np.ndarray:
+        return self._last_confidence.get(req_id, np.zeros(0))
+
+    def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
+        self.feedback_batch([req_id], np.array([num_drafted]), np.array([num_accepted]))
+
+    def best_confidence(self) -> float:
+        return self._core.best_confidence()
+
+    def forget(self, req_id: str) -> None:
+        self._last_confidence.pop(req_id, None)
+        self._core.forget(req_id)
+
+    def table_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The confidence table's (accepted, rejected) counts per bucket."""
+        accepted, rejected = self._core.table()
+        return np.asarray(accepted), np.asarray(rejected)
+
+    def memory_bytes(self) -> int:
+        """Bytes allocated by the cache and every active request's index."""
+        return self._core.memory_bytes()
+
+    def save_cache(self, path: str) -> int:
+        self.cache.save(path)
+        return len(self.cache)
