@@ -90,18 +90,29 @@ class DraftController:
     def step_batch(
         self, rows: Sequence[tuple[str, np.ndarray, int]], cost: StepCostModel | None = None
     ) -> list[np.ndarray]:
-        """`step` for every row of one batch, with one drafter call for the whole batch.
-        With a cost model each row first drafts up to its K, then the batch budget keeps
-        the positions worth verifying (specdec.budget)."""
-        req_ids = [req_id for req_id, _, _ in rows]
-        lives = [self._observe(req_id, num_accepted) for req_id, _, num_accepted in rows]
+        """`step` for every row of one batch (see `step_tokens`)."""
+        return self.step_tokens([r for r, _, _ in rows], [t for _, t, _ in rows], [a for _, _, a in rows], cost)
+
+    def step_tokens(
+        self,
+        req_ids: list[str],
+        tokens: Sequence[np.ndarray],
+        num_accepted: Sequence[int],
+        cost: StepCostModel | None = None,
+    ) -> list[np.ndarray]:
+        """One engine step for the batch, with one drafter call for all of it: row i is
+        request `req_ids[i]`, its tokens so far `tokens[i]` (a list of arrays, or `TokenRows`:
+        vLLM's buffer), of whose last draft `num_accepted[i]` tokens were accepted. With a
+        cost model each row first drafts up to its K, then the batch budget keeps the
+        positions worth verifying (specdec.budget)."""
+        lives = [self._observe(req_id, accepted) for req_id, accepted in zip(req_ids, num_accepted, strict=True)]
         self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
         if cost is not None:
             ks = self._skip_unaffordable(lives, ks, cost)
         # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
-        batch = self.drafter.propose_batch(req_ids, [tokens for _, tokens, _ in rows], np.asarray(ks, dtype=np.int64))
-        drafts = [batch.draft(i) for i in range(len(rows))]
+        batch = self.drafter.propose_batch(req_ids, tokens, ks)
+        drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
             gains = [self._gains(batch, i, live) for i, live in enumerate(lives)]
             ks = allocate_drafts(gains, cost)
@@ -163,10 +174,9 @@ class DraftController:
         return live
 
     def _feedback(self, req_ids: list[str], lives: Sequence[_Live]) -> None:
-        drafted = np.array([live.verified[0] for live in lives], dtype=np.int64)
-        if drafted.any():
-            accepted = np.array([live.verified[1] for live in lives], dtype=np.int64)
-            self.drafter.feedback_batch(req_ids, drafted, accepted)
+        drafted = [live.verified[0] for live in lives]
+        if any(drafted):
+            self.drafter.feedback_batch(req_ids, drafted, [live.verified[1] for live in lives])
 
     def finish(self, req_id: str) -> RequestTrace | None:
         """The request left the batch: return its trace and forget it.

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
 from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
-from specdec.drafting.base import RowByRow
+from specdec.drafting.base import RowByRow, TokenRows
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.native import NativeHybridProposer, NativeSuffixCache, load_core
 from specdec.drafting.suffix_cache import SuffixTrieCache
@@ -97,17 +97,14 @@ class TwoDrafters:
         self.nat = NativeHybridProposer(budget, depth, n_min, n_max, min_prob)
         self.ref_batch = RowByRow(self.ref)
 
-    def step(self, ids: list[str], seqs: list[np.ndarray], ks: list[int], drafted: list[int], accepted: list[int]):
-        d, a = np.array(drafted, dtype=np.int64), np.array(accepted, dtype=np.int64)
-        self.ref_batch.feedback_batch(ids, d, a)
-        self.nat.feedback_batch(ids, d, a)
+    def step(self, ids: list[str], rows: TokenRows, ks: list[int], drafted: list[int], accepted: list[int]):
+        """One engine step: the compiled drafter reads vLLM's buffer (TokenRows, int32), the
+        reference gets one int64 array per row."""
+        self.ref_batch.feedback_batch(ids, drafted, accepted)
+        self.nat.feedback_batch(ids, drafted, accepted)
         assert self.nat.best_confidence() == self.ref.best_confidence()
-        # vLLM hands the compiled drafter int32 rows of a wider buffer
-        buffer = np.zeros((len(ids), max([s.size for s in seqs], default=0) + 3), dtype=np.int32)
-        for row, seq in enumerate(seqs):
-            buffer[row, : seq.size] = seq
-        want = self.ref_batch.propose_batch(ids, seqs, np.array(ks))
-        got = self.nat.propose_batch(ids, [buffer[row, : seq.size] for row, seq in enumerate(seqs)], np.array(ks))
+        want = self.ref_batch.propose_batch(ids, [rows[i].astype(np.int64) for i in range(len(ids))], ks)
+        got = self.nat.propose_batch(ids, rows, ks)
         for row in range(len(ids)):
             assert got.draft(row).tolist() == want.draft(row).tolist(), (ids[row], row)
             assert got.row_confidence(row).tolist() == want.row_confidence(row).tolist()
@@ -137,6 +134,10 @@ def _streams(rng: np.random.Generator, num: int, alphabet: int) -> list[np.ndarr
 def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Generator, k_max: int, tmp_path=None) -> None:
     """Requests join, grow a few tokens per step, finish mid-batch or are preempted (forgotten,
     their partial tokens cached) and come back later under the same id."""
+    # vLLM's token buffer: one row per stream here, the same array every step
+    buffer = np.zeros((len(streams), max(s.size for s in streams)), dtype=np.int32)
+    for i, seq in enumerate(streams):
+        buffer[i, : seq.size] = seq
     waiting = list(range(len(streams)))
     length: dict[int, int] = {}
     preempted_at: dict[int, int] = {}
@@ -154,7 +155,8 @@ def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Genera
         drafted = [int(rng.integers(0, last[i] + 1)) for i in rows]
         accepted = [int(rng.integers(0, d + 1)) for d in drafted]
         ks = [int(rng.integers(0, k_max + 1)) for _ in rows]
-        drafts = two.step([f"q{i}" for i in rows], [streams[i][: length[i]] for i in rows], ks, drafted, accepted)
+        tokens = TokenRows(buffer, np.array([length[i] for i in rows]), np.array(rows, dtype=np.int64))
+        drafts = two.step([f"q{i}" for i in rows], tokens, ks, drafted, accepted)
         last.update({i: d.size for i, d in zip(rows, drafts)})
         for i in list(length):
             if length[i] == streams[i].size or rng.random() < 0.03:  # finished, or preempted
@@ -198,6 +200,26 @@ def test_persisted_caches_load_into_either_drafter_mid_run(tmp_path):
     rng = np.random.default_rng(11)
     two = TwoDrafters(24, 3000, 1, 16, 0.1)
     _simulate(two, _streams(rng, 40, 6), rng, 6, tmp_path)
+
+
+def test_list_and_buffer_inputs_draft_alike():
+    rng = np.random.default_rng(4)
+    streams = _streams(rng, 6, 5)
+    buffer = np.zeros((8, 130), dtype=np.int64)
+    by_list, by_buffer = NativeHybridProposer(), NativeHybridProposer()
+    drafted = 0
+    for n in range(2, 120, 7):
+        ids = [f"q{i}" for i, s in enumerate(streams) if s.size >= n]
+        seqs = [s[:n] for s in streams if s.size >= n]
+        for row, seq in enumerate(seqs):
+            buffer[row + 2, :n] = seq  # rows 2.. of a wider buffer
+        a = by_list.propose_batch(ids, seqs, [5] * len(ids))
+        b = by_buffer.propose_batch(ids, TokenRows(buffer, np.full(len(ids), n), np.arange(len(ids)) + 2), [5] * len(ids))
+        for row in range(len(ids)):
+            assert a.draft(row).tolist() == b.draft(row).tolist()
+            assert a.row_confidence(row).tolist() == b.row_confidence(row).tolist()
+        drafted += int(a.lengths.sum())
+    assert drafted > 0
 
 
 def test_earlier_tokens_must_not_change():

@@ -93,7 +93,8 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     from specdec.models import resolve_model
 
     requests, tokenizer = tokenized
-    available = builtin_methods()
+    available = builtin_methods(params.drafter)
+    print(f"specdec methods draft with the {params.drafter} drafter")
     names = _method_names(args.methods, list(available), allowed=set(available) | {"none", "suffix"})
     if "suffix" in names and "suffix" not in available:
         print("suffix: left out: arctic-inference's suffix tree is not installed here "

@@ -24,7 +24,7 @@ import numpy as np
 from specdec.budget import StepCost
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
-from specdec.drafting.base import RowByRow
+from specdec.drafting.base import RowByRow, TokenRows
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.native import NativeHybridProposer
 from specdec.drafting.suffix_cache import SuffixTrieCache
@@ -43,6 +43,7 @@ class SpecdecRunner:
         self.ks = np.full(num_rows, k, dtype=np.int64)
         self.last = np.zeros(num_rows, dtype=np.int64)  # draft lengths of the previous step
         self.none_accepted = np.zeros(num_rows, dtype=np.int64)
+        self.rows = np.arange(num_rows)
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
         cache = self.drafter.proposer.cache if isinstance(self.drafter, RowByRow) else self.drafter.cache
@@ -54,9 +55,8 @@ class SpecdecRunner:
 
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
         self.drafter.feedback_batch(self.ids, self.last, self.none_accepted)  # every draft rejected
-        rows = [token_ids[i, :n] for i, n in enumerate(lengths.tolist())]
-        batch = self.drafter.propose_batch(self.ids, rows, self.ks)
-        self.last = batch.lengths.astype(np.int64)
+        batch = self.drafter.propose_batch(self.ids, TokenRows(token_ids, lengths, self.rows), self.ks)
+        self.last = batch.lengths
         return int(self.last.sum())
 
 
@@ -68,6 +68,7 @@ class ControllerRunner:
         self.controller = DraftController(cfg)
         self.ids = [f"r{i}" for i in range(num_rows)]
         self.accepted = [0] * num_rows
+        self.rows = np.arange(num_rows)
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
         for i, seq in enumerate(sequences):
@@ -77,8 +78,8 @@ class ControllerRunner:
         self.step(token_ids, lengths)
 
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
-        rows = [(r, token_ids[i, :n], 0) for i, (r, n) in enumerate(zip(self.ids, lengths.tolist()))]
-        drafts = self.controller.step_batch(rows, FREE)
+        tokens = TokenRows(token_ids, lengths, self.rows)  # as the vLLM adapter passes them
+        drafts = self.controller.step_tokens(self.ids, tokens, self.accepted, FREE)
         return sum(d.shape[0] for d in drafts)
 
 

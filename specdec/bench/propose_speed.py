@@ -6,7 +6,8 @@ themselves and from finished requests, then one new token per request per step) 
 filled with the same finished requests. Untimed, each method first sees every prompt; then,
 for each repeat, the methods run `--steps` engine steps each, one after another in an order
 that rotates every repeat, so that whatever else the machine does falls on all of them alike.
-A figure is the median over repeats of µs per request per step, with its range (max - min).
+A figure is the median over repeats of µs per request per step, with its range (max - min),
+in this process's CPU time by default (`--clock wall` for elapsed time).
 
 Then: the cost of adding a finished request to each cache (µs per token, the cache at its
 budget so each insert also evicts) and resident memory per cached token (a fresh process).
@@ -18,7 +19,7 @@ import argparse
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from specdec.bench.token_streams import finished_requests, request_buffer
 
 # The Python reference cannot hold a 1M-token cache (about 5 kB per cached token).
 PYTHON_MAX_CACHE_TOKENS = 100_000
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (the median is reported)")
     p.add_argument("--memory-tokens", type=int, default=10_000_000,
                    help="cached tokens for the memory figure (0: skip it)")
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="cpu: this process's CPU time (what drafting costs; on a shared machine wall "
+                        "time also counts other processes' time slices), wall: elapsed time")
     p.add_argument("--json", default=None, help="write one record per point here")
 
 
@@ -70,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
     for cache_tokens in _ints(args.cache_tokens):
         for context in _ints(args.contexts):
             for batch in _ints(args.batch_sizes):
-                got = measure_point(methods, batch, context, cache_tokens, args.k, args.steps, args.repeats)
+                got = measure_point(methods, batch, context, cache_tokens, args.k, args.steps, args.repeats,
+                                    CLOCKS[args.clock])
                 _print_point(got)
                 points += got
-    extra = _cache_costs(methods, _ints(args.cache_tokens), args.repeats, args.memory_tokens)
+    extra = _cache_costs(methods, _ints(args.cache_tokens), args.repeats, args.memory_tokens, CLOCKS[args.clock])
     print()
     print(_table(points))
     print()
@@ -81,13 +87,15 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump([dataclasses.asdict(p) | {"kind": "propose"} for p in points] + extra["records"], fh, indent=1)
+            json.dump([dataclasses.asdict(p) | {"kind": "propose", "clock": args.clock} for p in points]
+                      + extra["records"], fh, indent=1)
         print(f"wrote {args.json}")
     return 0
 
 
 def measure_point(
-    methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int
+    methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int,
+    clock: Callable[[], float] = time.process_time,
 ) -> list[PointResult]:
     """Every method at one point of the grid, interleaved; see the module docstring."""
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
@@ -103,11 +111,11 @@ def measure_point(
     drafted = {m: 0 for m in runnable}
     for rep in range(repeats):
         for m in runnable[rep % len(runnable) :] + runnable[: rep % len(runnable)]:
-            started = time.perf_counter()
+            started = clock()
             for _ in range(steps):
                 lengths[m] += 1
                 drafted[m] += runners[m].step(token_ids, lengths[m])
-            times[m].append((time.perf_counter() - started) / (steps * batch) * 1e6)
+            times[m].append((clock() - started) / (steps * batch) * 1e6)
     del runners
     return [
         PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])),
@@ -116,13 +124,15 @@ def measure_point(
     ]
 
 
-def _cache_costs(methods: Sequence[str], cache_sizes: Sequence[int], repeats: int, memory_tokens: int) -> dict:
+def _cache_costs(
+    methods: Sequence[str], cache_sizes: Sequence[int], repeats: int, memory_tokens: int, clock: Callable[[], float]
+) -> dict:
     """Adding a finished request (µs per token) into a full cache, and memory per cached token."""
     lines, records = ["adding a finished request to the cache (2048 tokens, cache at its budget):"], []
     cached = [m for m in ("specdec-native", "specdec-python", "suffix-arctic") if m in methods]
     size = max(cache_sizes) or 1_000_000
-    costs = {m: cache_cost.insert_cost(m, min(size, cache_cost.PYTHON_CACHE_TOKENS) if m == "specdec-python" else size)
-             for m in cached}
+    costs = {m: cache_cost.insert_cost(m, min(size, cache_cost.PYTHON_CACHE_TOKENS) if m == "specdec-python" else size,
+                                       clock=clock) for m in cached}
     samples: dict[str, list[float]] = {m: [] for m in cached}
     for rep in range(repeats if cached else 0):
         for m in cached[rep % len(cached) :] + cached[: rep % len(cached)]:

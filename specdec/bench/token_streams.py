@@ -35,14 +35,17 @@ def finished_requests(total_tokens: int, length: int = 2048, seed: int = 1) -> I
 def request_buffer(num_rows: int, context: int, extra: int, donors: list[np.ndarray], seed: int = 0) -> np.ndarray:
     """vLLM's `token_ids_cpu` for a batch: [num_rows, context + extra] int32. Each row is a
     `context`-token prompt whose tail repeats tokens [100, 108), followed by `extra` tokens
-    that continue that earlier span (a request copying from its prompt: drafts every step)."""
+    that go on copying from there (a request copying from its prompt: drafts every step)."""
     rng = np.random.default_rng(seed)
-    if context < 108 + extra + 1:
-        raise ValueError(f"context {context} too short for {extra} generated tokens")
+    if context < 116:
+        raise ValueError(f"context {context} too short (at least 116 tokens)")
+    period = context - 108  # generated token j repeats the stream's token 108 + j
     out = np.zeros((num_rows, context + extra), dtype=np.int32)
     for row in range(num_rows):
         tokens = synthetic_sequence(rng, context, donors)
         tokens[-8:] = tokens[100:108]
         out[row, :context] = tokens
-        out[row, context:] = tokens[108 : 108 + extra]
+        for start in range(context, context + extra, period):
+            n = min(period, context + extra - start)
+            out[row, start : start + n] = out[row, start - period : start - period + n]
     return out

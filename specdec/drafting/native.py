@@ -17,7 +17,7 @@ from types import ModuleType
 
 import numpy as np
 
-from specdec.drafting.base import DraftBatch
+from specdec.drafting.base import DraftBatch, TokenRows
 from specdec.drafting.cache_file import CacheContents, read_cache_file, write_cache_file
 from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft
 
@@ -52,6 +52,14 @@ def native_available() -> bool:
     except NativeDrafterMissing:
         return False
     return True
+
+
+def _as_list(ids: Sequence[str]) -> list[str]:
+    return ids if isinstance(ids, list) else list(ids)
+
+
+def _ints(values: Sequence[int]) -> list[int]:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 def _int32(tokens: np.ndarray) -> np.ndarray:
@@ -145,6 +153,8 @@ class NativeHybridProposer:
         self._core = load_core().Drafter(max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match)
         self.cache = NativeSuffixCache(self._core.cache)
         self._last_confidence: dict[str, np.ndarray] = {}  # per-row API only
+        self._bound_tokens: np.ndarray | None = None  # the TokenRows buffer the core reads
+        self._bind_outputs(1, 1)
 
     @classmethod
     def from_file(cls, path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, **kwargs) -> "NativeHybridProposer":
@@ -154,21 +164,43 @@ class NativeHybridProposer:
         proposer.cache.load_contents(contents)
         return proposer
 
-    def feedback_batch(self, req_ids: Sequence[str], num_drafted: np.ndarray, num_accepted: np.ndarray) -> None:
+    def feedback_batch(self, req_ids: Sequence[str], num_drafted: Sequence[int], num_accepted: Sequence[int]) -> None:
         """Row i's last draft: its first `num_drafted[i]` tokens were verified, `num_accepted[i]`
         accepted (both [num_rows])."""
-        self._core.feedback_batch(list(req_ids), np.asarray(num_drafted, dtype=np.int64),
-                                  np.asarray(num_accepted, dtype=np.int64))
+        self._core.feedback_rows(_as_list(req_ids), _ints(num_drafted), _ints(num_accepted))
 
-    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: np.ndarray) -> DraftBatch:
+    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: Sequence[int]) -> DraftBatch:
         """Row i: tokens[i] ([num_tokens_i], int32 or int64) is request req_ids[i]'s sequence so
         far (it only grows between calls: the tokens not seen before are indexed); drafts at
-        most ks[i] tokens ([num_rows]). One call for the whole batch."""
-        drafts, lengths, confidence = self._core.propose_batch(list(req_ids), list(tokens), np.asarray(ks, dtype=np.int64))
+        most ks[i] tokens ([num_rows]). One call for the whole batch; with `TokenRows` (vLLM's
+        own buffer, bound once) no array is converted on the way in."""
+        ks = _ints(ks)
+        if isinstance(tokens, TokenRows):
+            return self._propose_rows(_as_list(req_ids), tokens, ks)
+        drafts, lengths, confidence = self._core.propose_batch(_as_list(req_ids), list(tokens), np.asarray(ks, dtype=np.int64))
         return DraftBatch(drafts, lengths, confidence)
 
+    def _propose_rows(self, req_ids: list[str], rows: TokenRows, ks: list[int]) -> DraftBatch:
+        if rows.token_ids is not self._bound_tokens:
+            self._core.bind_tokens(rows.token_ids)
+            self._bound_tokens = rows.token_ids
+        num_rows = len(req_ids)
+        width = max(ks, default=0)
+        if num_rows > self._out_lengths.shape[0] or width > self._out_tokens.shape[1]:
+            self._bind_outputs(max(num_rows, self._out_lengths.shape[0]), max(width, self._out_tokens.shape[1]))
+        self._core.propose_rows(req_ids, rows.buffer_rows.tolist(), rows.lengths.tolist(), ks)
+        # copies: the bound outputs are overwritten by the next step
+        return DraftBatch(self._out_tokens[:num_rows, :width].copy(), self._out_lengths[:num_rows].copy(),
+                          self._out_conf[:num_rows, :width].copy())
+
+    def _bind_outputs(self, num_rows: int, width: int) -> None:
+        self._out_tokens = np.zeros((num_rows, width), dtype=np.int64)
+        self._out_lengths = np.zeros(num_rows, dtype=np.int64)
+        self._out_conf = np.zeros((num_rows, width))
+        self._core.bind_outputs(self._out_tokens, self._out_lengths, self._out_conf)
+
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
-        batch = self.propose_batch([req_id], [np.asarray(tokens)], np.array([max(k, 0)]))
+        batch = self.propose_batch([req_id], [np.asarray(tokens)], [max(k, 0)])
         self._last_confidence[req_id] = batch.row_confidence(0).copy()
         return batch.draft(0).copy()
 
