@@ -80,7 +80,9 @@ class ControllerRunner:
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
         tokens = TokenRows(token_ids, lengths, self.rows)  # as the vLLM adapter passes them
         drafts = self.controller.step_tokens(self.ids, tokens, self.accepted, FREE)
-        return sum(d.shape[0] for d in drafts)
+        # every draft reported accepted, so that the budget keeps drafting (its costly path)
+        self.accepted = [d.shape[0] for d in drafts]
+        return sum(self.accepted)
 
 
 class ArcticRunner:

@@ -293,14 +293,21 @@ CacheDraft SuffixCache::speculate(const int32_t* context, size_t num, int k, dou
   CacheDraft out;
   size_t len = std::min<size_t>(std::max(max_depth_ - 1 - k, 1), num);
   const int32_t* tail = context + (num - len);
+  // The longest suffix of the tail that occurs: if one does, so do all shorter ones, so a
+  // binary search finds it in a few walks (the reference tries every length, longest first).
+  size_t lo = 0, hi = len;
+  while (lo < hi) {
+    size_t mid = (lo + hi + 1) / 2;
+    if (walk(tail + len - mid, mid).first != 0) lo = mid; else hi = mid - 1;
+  }
   uint32_t node = 0;
   uint32_t d = 0;
-  for (size_t start = 0; start < len && out.match_len == 0; ++start) {  // longest suffix first
-    auto [c, depth] = walk(tail + start, len - start);
-    if (c != 0 && (depth < n(c).depth || n(c).first != 0)) {  // seen with something after it
+  for (size_t m = lo; m >= 1 && out.match_len == 0; --m) {  // the longest seen with something after it
+    auto [c, depth] = walk(tail + len - m, m);
+    if (depth < n(c).depth || n(c).first != 0) {
       node = c;
       d = depth;
-      out.match_len = static_cast<int>(len - start);
+      out.match_len = static_cast<int>(m);
     }
   }
   if (out.match_len == 0 || k <= 0) return CacheDraft{};
