@@ -10,7 +10,7 @@ def test_bench_propose_writes_one_record_per_method_and_point(tmp_path):
     out = tmp_path / "propose.json"
     methods = "specdec-native,specdec-native+controller,specdec-python,suffix-arctic"
     argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
-            "--methods", methods, "--steps", "2", "--repeats", "2", "--memory-tokens", "20000", "--json", str(out)]
+            "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--memory-tokens", "20000", "--json", str(out)]
     assert main(argv) == 0
     records = json.loads(out.read_text())
     points = [r for r in records if r["kind"] == "propose"]

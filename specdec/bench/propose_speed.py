@@ -56,7 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-tokens", default="0,1000000", help="tokens of finished requests in the cache")
     p.add_argument("--methods", default=None, help=f"comma list of {', '.join(METHODS)} (default: all available)")
     p.add_argument("--k", type=int, default=4, help="draft tokens asked for per request")
-    p.add_argument("--steps", type=int, default=10, help="engine steps per method per repeat")
+    p.add_argument("--steps", type=int, default=10, help="engine steps per method per repeat (at least)")
+    p.add_argument("--min-request-steps", type=int, default=100,
+                   help="small batches run more steps per repeat, so each repeat times at least this many "
+                        "request-steps (batch 1: 100 steps)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (the median is reported)")
     p.add_argument("--memory-tokens", type=int, default=10_000_000,
                    help="cached tokens for the memory figure (0: skip it)")
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     for cache_tokens in _ints(args.cache_tokens):
         for context in _ints(args.contexts):
             for batch in _ints(args.batch_sizes):
-                got = measure_point(methods, batch, context, cache_tokens, args.k, args.steps, args.repeats,
+                steps = max(args.steps, -(-args.min_request_steps // batch))
+                got = measure_point(methods, batch, context, cache_tokens, args.k, steps, args.repeats,
                                     CLOCKS[args.clock])
                 _print_point(got)
                 points += got
