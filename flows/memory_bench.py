@@ -1,6 +1,6 @@
 """Memory over a long run: many small shards through one engine in one flow run.
 
-    python -m flows.memory_bench --shards 200 --rows 4 --max-tokens 32 --cache-max-nodes 50000
+    python -m flows.memory_bench --shards 200 --rows 4 --max-tokens 32 --cache-max-tokens 5000
 
 writes `--shards` shards of `--rows` distinct prompts (ShareGPT first turns, then HumanEval),
 runs the speculative-generation flow over them in this process (Prefect's embedded server
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=4, help="prompts per shard")
     parser.add_argument("--at", type=int, default=20, help="first measurement after this many shards")
     parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--cache-max-nodes", type=int, default=50_000)
+    parser.add_argument("--cache-max-tokens", type=int, default=5_000)
     parser.add_argument("--method", default="specdec")
     parser.add_argument("--workdir", default=None, help="shards, staging and DuckDB here (default: a temp folder)")
     args = parser.parse_args(argv)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler.start()
     result = speculative_generation(
         source=str(work / "src"), db=str(work / "r.duckdb"), staging=str(work / "staging"), method=args.method,
-        max_tokens=args.max_tokens, batch_size=args.rows, kv_cache_gib=1.0, cache_max_nodes=args.cache_max_nodes)
+        max_tokens=args.max_tokens, batch_size=args.rows, kv_cache_gib=1.0, cache_max_tokens=args.cache_max_tokens)
     done.set()
     end = rss_by_process()
     print(f"{result['num_prompts']} prompts in {result['num_shards']} shards, one engine ({work})")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything into a virtual environment. Idempotent: re-running with unchanged
-# inputs is a no-op (stamp file); changed pyproject.toml, this script or the suffix-tree
-# recipe (packaging/suffix_tree) reinstalls.
+# inputs is a no-op (stamp file); changed pyproject.toml, this script, the suffix-tree
+# recipe (packaging/suffix_tree) or the compiled drafter's sources (packaging/specdec_native)
+# reinstalls, and each native build is redone only when its own sources changed.
 #   scripts/install.sh [VENV]        (SPECDEC_TARGET=gpu for hosts with CUDA: installs `vllm`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,9 @@ stamp="$VENV/.specdec-installed"
 recipe=$(find packaging/suffix_tree -type f \( -name '*.toml' -o -name '*.txt' -o -name '*.py' \) \
   -not -path '*/build/*' | sort)
 recipe_hash=$(cat $recipe | sha256sum | cut -c1-16)
-want="$(cat pyproject.toml scripts/install.sh $recipe | sha256sum | cut -c1-16)-$TARGET"
+native_src=$(find packaging/specdec_native -type f -not -path '*/build/*' -not -name '*.pyc' | sort)
+native_hash=$(cat $native_src | sha256sum | cut -c1-16)
+want="$(cat pyproject.toml scripts/install.sh $recipe $native_src | sha256sum | cut -c1-16)-$TARGET"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "install: $VENV is up to date"
   exit 0
@@ -72,6 +75,19 @@ if [ "$(cat "$suffix_stamp" 2>/dev/null)" != "$recipe_hash" ] \
     fi
   fi
   rm -rf "$src"
+fi
+
+# specdec's compiled drafter (C++, nanobind + scikit-build-core; --drafter native, the
+# default): its own distribution, rebuilt when its sources change. Unlike the suffix tree it is
+# required: without it specdec refuses to start unless --drafter python is given.
+native_stamp="$VENV/.specdec-native"
+native_check="from specdec.drafting.native import load_core; load_core()"
+if [ "$(cat "$native_stamp" 2>/dev/null)" != "$native_hash" ] \
+  || ! "$VENV/bin/python" -c "$native_check" 2>/dev/null; then
+  rm -f "$native_stamp"
+  "${pip[@]}" -q --no-deps --force-reinstall ./packaging/specdec_native
+  "$VENV/bin/python" -c "$native_check"
+  echo "$native_hash" > "$native_stamp"
 fi
 
 "$VENV/bin/python" -c "import transformers, vllm, specdec; print('install: ok, vllm', vllm.__version__)"

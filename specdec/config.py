@@ -13,7 +13,7 @@ import json
 import typing
 from typing import Any
 
-from specdec.params import GenerationParams, Method
+from specdec.params import DrafterKind, GenerationParams, Method
 
 METHODS: tuple[str, ...] = typing.get_args(Method)
 # Defaults of the user-facing parameters come from the one parameter model.
@@ -66,7 +66,7 @@ class SpecConfig:
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     # specdec only: the cross-request draft cache (see specdec.drafting.hybrid)
     cache: bool = True
-    cache_max_nodes: int = _DEFAULT["cache_max_nodes"]
+    cache_max_tokens: int = _DEFAULT["cache_max_tokens"]
     cache_min_prob: float = 0.1
     # specdec's own-text lookup: match lengths considered (one-token matches draft often
     # and are often wrong; the learned confidence lets the budget price them)
@@ -77,6 +77,8 @@ class SpecConfig:
     # specdec: start the cross-request cache from this file when it exists, and write the
     # cache back to it after every generate call (a nightly run then starts warm)
     cache_file: str | None = None
+    # specdec: native (the compiled core) or python (the reference); the same drafts
+    drafter: DrafterKind = _DEFAULT["drafter"]
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -91,8 +93,12 @@ class SpecConfig:
             self.policy.validate(self.k_max)
             if not 0.0 <= self.cache_min_prob <= 1.0:
                 raise ConfigError(f"cache_min_prob={self.cache_min_prob} must be within [0, 1]")
-            if self.cache_max_nodes < 1:
-                raise ConfigError(f"cache_max_nodes={self.cache_max_nodes} must be >= 1")
+            if self.cache_max_tokens < 1:
+                raise ConfigError(f"cache_max_tokens={self.cache_max_tokens} must be >= 1")
+            if self.drafter not in typing.get_args(DrafterKind):
+                raise ConfigError(f"unknown drafter {self.drafter!r}; choose native or python")
+            if self.drafter == "native" and self.cache:
+                _require_native()
             if not 1 <= self.lookup_min <= self.lookup_max:
                 raise ConfigError(f"need 1 <= lookup_min ({self.lookup_min}) <= lookup_max ({self.lookup_max})")
 
@@ -108,6 +114,16 @@ class SpecConfig:
         data = dict(data)
         policy = PolicyConfig(**data.pop("policy", {}) or {})
         return cls(policy=policy, **data)
+
+
+def _require_native() -> None:
+    """Start-up fails here, with what to do, when the compiled drafter is not installed."""
+    from specdec.drafting.native import NativeDrafterMissing, load_core
+
+    try:
+        load_core()
+    except NativeDrafterMissing as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,12 +20,13 @@ from specdec.budget import (
     geometric_gains,
 )
 from specdec.config import SpecConfig
-from specdec.drafting.base import Proposer
+from specdec.drafting.base import BatchProposer, DraftBatch, Proposer, RowByRow
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
 from specdec.drafting import cache_file
-from specdec.drafting.cache_file import CacheFileError
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from specdec.drafting.cache_file import CacheContents, CacheFileError
+from specdec.drafting.native import NativeHybridProposer
+from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, SuffixTrieCache
 from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
 
@@ -39,31 +40,45 @@ class _Live:
     trace: RequestTrace
     acceptance: AcceptanceEstimate = dataclasses.field(default_factory=AcceptanceEstimate)
     pending_draft: int = 0  # tokens drafted last step, awaiting verification
+    verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
 
 
 def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[Proposer, str | None]:
-    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone), and a
-    warning when the cache file could not be used (the cache then starts empty)."""
+    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone), compiled
+    or the Python reference as `config.drafter` says, starting from `config.cache_file` when
+    it is usable; and a warning when it was not (the cache then starts empty)."""
     if not config.cache:
         return NgramProposer(config.lookup_min, config.lookup_max), None
-    cache, warning = _load_cache(config, tokenizer)
-    return HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob), warning
+    contents, warning = _load_cache(config, tokenizer)
+    max_depth = contents.max_depth if contents else DEFAULT_MAX_DEPTH
+    proposer: HybridProposer | NativeHybridProposer
+    if config.drafter == "python":
+        cache = SuffixTrieCache(max_depth, config.cache_max_tokens)
+        proposer = HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
+    else:
+        proposer = NativeHybridProposer(
+            config.cache_max_tokens, max_depth, config.lookup_min, config.lookup_max, config.cache_min_prob
+        )
+    if contents:
+        proposer.cache.load_contents(contents)
+    return proposer, warning
 
 
-def _load_cache(config: SpecConfig, tokenizer: str | None) -> tuple[SuffixTrieCache, str | None]:
-    """The saved cache, or an empty one: a missing file is a first run; a damaged, foreign
-    or other-tokenizer file is moved aside with a warning (never a failed run)."""
-    if config.cache_file:
-        try:
-            return SuffixTrieCache.load(config.cache_file, config.cache_max_nodes, tokenizer), None
-        except FileNotFoundError:
-            pass
-        except CacheFileError as exc:
-            aside = cache_file.set_aside(config.cache_file)
-            warning = f"draft cache file {exc}; moved to {aside}; starting with an empty cache"
-            log.warning("specdec: %s", warning)
-            return SuffixTrieCache(max_nodes=config.cache_max_nodes), warning
-    return SuffixTrieCache(max_nodes=config.cache_max_nodes), None
+def _load_cache(config: SpecConfig, tokenizer: str | None) -> tuple[CacheContents | None, str | None]:
+    """The saved cache's sequences, or none: a missing file is a first run; a damaged,
+    foreign, header-less or other-tokenizer file is moved aside with a warning (never a
+    failed run)."""
+    if not config.cache_file:
+        return None, None
+    try:
+        return cache_file.read_contents(config.cache_file, tokenizer), None
+    except FileNotFoundError:
+        return None, None
+    except CacheFileError as exc:
+        aside = cache_file.set_aside(config.cache_file)
+        warning = f"draft cache file {exc}; moved to {aside}; starting with an empty cache"
+        log.warning("specdec: %s", warning)
+        return None, warning
 
 
 class DraftController:
@@ -84,6 +99,9 @@ class DraftController:
         if proposer is None:
             proposer, self.cache_warning = default_proposer(config, tokenizer)
         self.proposer = proposer
+        self.drafter: BatchProposer = (
+            self.proposer if hasattr(self.proposer, "propose_batch") else RowByRow(self.proposer)  # type: ignore[assignment]
+        )
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
@@ -99,16 +117,31 @@ class DraftController:
     def step_batch(
         self, rows: Sequence[tuple[str, np.ndarray, int]], cost: StepCostModel | None = None
     ) -> list[np.ndarray]:
-        """`step` for every row of one batch. With a cost model each row first drafts up to
-        its K, then the batch budget keeps the positions worth verifying (specdec.budget)."""
-        lives = [self._observe(req_id, num_accepted) for req_id, _, num_accepted in rows]
+        """`step` for every row of one batch (see `step_tokens`)."""
+        return self.step_tokens([r for r, _, _ in rows], [t for _, t, _ in rows], [a for _, _, a in rows], cost)
+
+    def step_tokens(
+        self,
+        req_ids: list[str],
+        tokens: Sequence[np.ndarray],
+        num_accepted: Sequence[int],
+        cost: StepCostModel | None = None,
+    ) -> list[np.ndarray]:
+        """One engine step for the batch, with one drafter call for all of it: row i is
+        request `req_ids[i]`, its tokens so far `tokens[i]` (a list of arrays, or `TokenRows`:
+        vLLM's buffer), of whose last draft `num_accepted[i]` tokens were accepted. With a
+        cost model each row first drafts up to its K, then the batch budget keeps the
+        positions worth verifying (specdec.budget)."""
+        lives = [self._observe(req_id, accepted) for req_id, accepted in zip(req_ids, num_accepted, strict=True)]
+        self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
         if cost is not None:
             ks = self._skip_unaffordable(lives, ks, cost)
-        # Called with k = 0 too: a proposer may keep the sequence (the cache learns it at the end).
-        drafts = [self.proposer.propose(req_id, tokens, k) for (req_id, tokens, _), k in zip(rows, ks, strict=True)]
+        # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
+        batch = self.drafter.propose_batch(req_ids, tokens, ks)
+        drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
-            gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
+            gains = [self._gains(batch, i, live) for i, live in enumerate(lives)]
             ks = allocate_drafts(gains, cost)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
@@ -142,30 +175,35 @@ class DraftController:
     def _overall_rate(self) -> float:
         return self._overall.rate(prior=0.5, prior_weight=1.0)
 
-    def _gains(self, req_id: str, live: _Live, draft: np.ndarray) -> np.ndarray:
+    def _gains(self, batch: DraftBatch, row: int, live: _Live) -> np.ndarray:
         """Probability that each draft position is accepted: the drafter's per-token
         confidence where it has one, scaled by how this request fares against the run."""
-        confidence = getattr(self.proposer, "confidence", None)
-        if confidence is None:
-            return geometric_gains(self.acceptance_rate(live), draft.shape[0])
-        per_token = confidence(req_id)[: draft.shape[0]] * self._relative_acceptance(live, self._overall_rate())
+        length = int(batch.lengths[row])
+        if batch.confidence is None:
+            return geometric_gains(self.acceptance_rate(live), length)
+        per_token = batch.row_confidence(row) * self._relative_acceptance(live, self._overall_rate())
         return np.cumprod(np.clip(per_token, 0.0, self.MAX_TOKEN_GAIN))
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:
+        """Learn from the verification of the request's last draft (the drafter learns in
+        `_feedback`); `live.verified` keeps what it was told until then."""
         live = self._live.get(req_id)
         if live is None:
             live = _Live(self.policy.new_state(), RequestTrace.empty(self.config.k_max))
             self._live[req_id] = live
+        live.verified = (live.pending_draft, min(num_accepted, live.pending_draft))
         if live.pending_draft:
-            num_accepted = min(num_accepted, live.pending_draft)
-            self.policy.observe(live.state, live.pending_draft, num_accepted)
-            live.trace.record_verified(live.pending_draft, num_accepted)
-            live.acceptance.observe(live.pending_draft, num_accepted, self.ACCEPTANCE_DECAY)
-            self._overall.observe(live.pending_draft, num_accepted, 1.0)
-            feedback = getattr(self.proposer, "feedback", None)
-            if feedback is not None:
-                feedback(req_id, live.pending_draft, num_accepted)
+            num_drafted, num_accepted = live.verified
+            self.policy.observe(live.state, num_drafted, num_accepted)
+            live.trace.record_verified(num_drafted, num_accepted)
+            live.acceptance.observe(num_drafted, num_accepted, self.ACCEPTANCE_DECAY)
+            self._overall.observe(num_drafted, num_accepted, 1.0)
         return live
+
+    def _feedback(self, req_ids: list[str], lives: Sequence[_Live]) -> None:
+        drafted = [live.verified[0] for live in lives]
+        if any(drafted):
+            self.drafter.feedback_batch(req_ids, drafted, [live.verified[1] for live in lives])
 
     def finish(self, req_id: str) -> RequestTrace | None:
         """The request left the batch: return its trace and forget it.
@@ -173,16 +211,13 @@ class DraftController:
         A draft still pending at that point was never verified and is not counted.
         """
         live = self._live.pop(req_id, None)
-        self.proposer.forget(req_id)
+        self.drafter.forget(req_id)
         return None if live is None else live.trace
 
     def save_cache(self, path: str) -> int:
         """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
-        cache = getattr(self.proposer, "cache", None)
-        if not isinstance(cache, SuffixTrieCache):
-            return 0
-        cache.save(path, self.tokenizer)
-        return len(cache)
+        save = getattr(self.proposer, "save_cache", None)
+        return 0 if save is None else int(save(path, self.tokenizer))
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of the per-request (bound None) and bounded structures."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # specdec.config takes its defaults from this module
 
 Method = Literal["none", "ngram", "suffix", "draft", "specdec"]
 PromptFormat = Literal["chat", "raw"]
+DrafterKind = Literal["native", "python"]
 
 SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec")
 
@@ -47,12 +48,18 @@ class GenerationParams(BaseModel):
         "draft: model folder with the target's tokenizer", ("draft",)))
     budget: bool = Field(True, **decides_output(
         "specdec: size drafts by the measured cost of verifying them", ("specdec",)))
+    # Both implementations draft the same tokens (tests check it), so this never decides the
+    # output: it is recorded with the run (recorded_config's params) but kept out of the hash.
+    drafter: DrafterKind = Field("native", description=(
+        "specdec: the drafting implementation; native: the compiled core (specdec_native, built "
+        "by make setup; start-up fails without it), python: the reference (same drafts, slower)"))
     cache_file: str | None = Field(None, description=(
         "specdec: load the cross-request draft cache from this file when it exists and save it "
         "back after each generate call"))
-    cache_max_nodes: int = Field(2_000_000, ge=1, description=(
-        "specdec: memory bound of the cross-request cache, in trie nodes (the oldest "
-        "sequences are evicted beyond it)"))
+    cache_max_tokens: int = Field(4_000_000, ge=1, description=(
+        "specdec: memory bound of the cross-request cache, in cached tokens (whole oldest "
+        "sequences are evicted beyond it; the compiled drafter needs under 64 bytes per token, "
+        "the Python reference far more)"))
     prompt_format: PromptFormat = Field("chat", **decides_output(
         "chat: a plain prompt is asked as one user turn through the model's chat template "
         "(when it has one); raw: the prompt text is completed as it is"))
@@ -93,7 +100,7 @@ class GenerationParams(BaseModel):
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
             draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file,
-            cache_max_nodes=self.cache_max_nodes,
+            cache_max_tokens=self.cache_max_tokens, drafter=self.drafter,
         )
 
     def engine_config(self, max_model_len: int) -> EngineConfig:

@@ -24,8 +24,8 @@ from specdec.params import GenerationParams
 from specdec.prompts import tokenize_rows
 
 # Chosen per method and batch size by the bench itself, or fixed (greedy) for comparability.
-NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_nodes", "batch_size", "temperature", "top_p",
-                     "top_k", "seed", "stall_timeout_s")
+NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "temperature",
+                     "top_p", "top_k", "seed", "stall_timeout_s")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -94,7 +94,8 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     from specdec.models import resolve_model
 
     requests, tokenizer = tokenized
-    available = builtin_methods()
+    available = builtin_methods(params.drafter)
+    print(f"specdec methods draft with the {params.drafter} drafter")
     names = _method_names(args.methods, list(available), allowed=set(available) | {"none", "suffix"})
     if "suffix" in names and "suffix" not in available:
         print("suffix: left out: arctic-inference's suffix tree is not installed here "

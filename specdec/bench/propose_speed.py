@@ -1,68 +1,183 @@
-"""How long drafting costs per request per step (`specdec bench-propose`)."""
+"""`specdec bench-propose`: what drafting costs, per request per step, side by side in one run.
+
+For every point of the grid (batch size x context length x tokens in the cross-request
+cache) every method gets the same vLLM-style token buffer (synthetic prompts that copy from
+themselves and from finished requests, then one new token per request per step) and a cache
+filled with the same finished requests. Untimed, each method first sees every prompt; then,
+for each repeat, the methods run `--steps` engine steps each, one after another in an order
+that rotates every repeat, so that whatever else the machine does falls on all of them alike.
+A figure is the median over repeats of µs per request per step, with its range (max - min),
+in this process's CPU time by default (`--clock wall` for elapsed time).
+
+Then: the cost of adding a finished request to each cache (µs per token, the cache at its
+budget so each insert also evicts) and resident memory per cached token (a fresh process).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from specdec.budget import StepCost
-from specdec.config import SpecConfig
-from specdec.controller import DraftController
+from specdec.bench import cache_cost
+from specdec.bench.propose_methods import METHODS, arctic_available, make_runner
+from specdec.bench.token_streams import finished_requests, request_buffer
+
+# The Python reference cannot hold a 1M-token cache (about 5 kB per cached token).
+PYTHON_MAX_CACHE_TOKENS = 100_000
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
-def synthetic_contexts(num_requests: int, context_len: int, seed: int = 0) -> list[np.ndarray]:
-    """Random token streams with copied spans, so lookups find matches as in real text."""
-    rng = np.random.default_rng(seed)
-    contexts = []
-    for _ in range(num_requests):
-        tokens = rng.integers(0, 32_000, size=context_len)
-        for _ in range(context_len // 256):
-            src, dst = rng.integers(0, context_len - 64, size=2)
-            tokens[dst : dst + 32] = tokens[src : src + 32]
-        tokens[-8:] = tokens[100:108]  # the tail repeats an earlier span
-        contexts.append(tokens.astype(np.int64))
-    return contexts
+@dataclasses.dataclass(frozen=True)
+class PointResult:
+    method: str
+    batch_size: int
+    context: int
+    cache_tokens: int
+    us_per_request_step: float  # median over repeats
+    spread: float  # max - min over repeats
+    repeats: int
+    steps: int
+    drafted_per_request_step: float
 
 
-def measure(num_requests: int, context_len: int, k_max: int, rounds: int) -> dict[str, float]:
-    """One batch step over all requests per round: lookup in each context, the cross-request
-    cache (filled with `num_requests` finished 512-token sequences), and the batch budget."""
-    contexts = synthetic_contexts(num_requests, context_len)
-    controller = DraftController(SpecConfig(method="specdec", k_max=k_max))
-    for i, ctx in enumerate(synthetic_contexts(num_requests, 512, seed=1)):
-        controller.proposer.cache.insert(f"done-{i}", ctx)  # type: ignore[attr-defined]
-    # Verification nearly free: the budget keeps most drafts, the costly path.
-    cost = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=1e-5)
-    ids = [str(i) for i in range(num_requests)]
-    last = [0] * num_requests
-    drafted = 0
-    started = 0.0
-    for round_ in range(rounds + 1):  # round 0 warms up
-        if round_ == 1:
-            started = time.perf_counter()
-        drafts = controller.step_batch(list(zip(ids, contexts, last)), cost)
-        last = [d.shape[0] for d in drafts]  # report every draft as fully accepted
-        drafted += sum(last) if round_ else 0
-    elapsed = time.perf_counter() - started
-    calls = rounds * num_requests
-    return {"us_per_request_step": elapsed / calls * 1e6, "calls": calls, "drafted_tokens": drafted}
+def _ints(text: str) -> list[int]:
+    return [int(float(x)) for x in text.split(",")]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench-propose", help="time drafting per request per step")
-    p.add_argument("--requests", type=int, default=256)
-    p.add_argument("--context", type=int, default=8192, help="tokens per request context")
-    p.add_argument("--k-max", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=20)
+    p = sub.add_parser("bench-propose", help="time drafting per request per step, methods side by side")
+    p.add_argument("--batch-sizes", default="1,64,256", help="requests per step")
+    p.add_argument("--contexts", default="1024,8192", help="prompt tokens per request")
+    p.add_argument("--cache-tokens", default="0,1000000", help="tokens of finished requests in the cache")
+    p.add_argument("--methods", default=None, help=f"comma list of {', '.join(METHODS)} (default: all available)")
+    p.add_argument("--k", type=int, default=4, help="draft tokens asked for per request")
+    p.add_argument("--steps", type=int, default=10, help="engine steps per method per repeat (at least)")
+    p.add_argument("--min-request-steps", type=int, default=100,
+                   help="small batches run more steps per repeat, so each repeat times at least this many "
+                        "request-steps (batch 1: 100 steps)")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (the median is reported)")
+    p.add_argument("--memory-tokens", type=int, default=10_000_000,
+                   help="cached tokens for the memory figure (0: skip it)")
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="cpu: this process's CPU time (what drafting costs; on a shared machine wall "
+                        "time also counts other processes' time slices), wall: elapsed time")
+    p.add_argument("--json", default=None, help="write one record per point here")
 
 
 def run(args: argparse.Namespace) -> int:
-    result = measure(args.requests, args.context, args.k_max, args.rounds)
-    print(
-        f"drafting (own-text lookup + cross-request cache + batch budget): {args.requests} requests x {args.context}-token "
-        f"contexts, K<={args.k_max}: {result['us_per_request_step']:.1f} us per request per step "
-        f"({result['calls']} calls, {result['drafted_tokens']} tokens drafted)"
-    )
+    methods = args.methods.split(",") if args.methods else [m for m in METHODS if m != "suffix-arctic" or arctic_available()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"specdec: error: unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    points: list[PointResult] = []
+    for cache_tokens in _ints(args.cache_tokens):
+        for context in _ints(args.contexts):
+            for batch in _ints(args.batch_sizes):
+                steps = max(args.steps, -(-args.min_request_steps // batch))
+                got = measure_point(methods, batch, context, cache_tokens, args.k, steps, args.repeats,
+                                    CLOCKS[args.clock])
+                _print_point(got)
+                points += got
+    extra = _cache_costs(methods, _ints(args.cache_tokens), args.repeats, args.memory_tokens, CLOCKS[args.clock])
+    print()
+    print(_table(points))
+    print()
+    for line in extra["lines"]:
+        print(line)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([dataclasses.asdict(p) | {"kind": "propose", "clock": args.clock} for p in points]
+                      + extra["records"], fh, indent=1)
+        print(f"wrote {args.json}")
     return 0
+
+
+def measure_point(
+    methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int,
+    clock: Callable[[], float] = time.process_time,
+) -> list[PointResult]:
+    """Every method at one point of the grid, interleaved; see the module docstring."""
+    filler = list(finished_requests(cache_tokens)) if cache_tokens else []
+    donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
+    token_ids = request_buffer(batch, context, steps * repeats + 1, donors)
+    runnable = [m for m in methods if m != "specdec-python" or cache_tokens <= PYTHON_MAX_CACHE_TOKENS]
+    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens) for m in runnable}
+    lengths = {m: np.full(batch, context, dtype=np.int32) for m in runnable}
+    for m, runner in runners.items():
+        runner.fill_cache(filler)
+        runner.start(token_ids, lengths[m])
+    times: dict[str, list[float]] = {m: [] for m in runnable}
+    drafted = {m: 0 for m in runnable}
+    for rep in range(repeats):
+        for m in runnable[rep % len(runnable) :] + runnable[: rep % len(runnable)]:
+            started = clock()
+            for _ in range(steps):
+                lengths[m] += 1
+                drafted[m] += runners[m].step(token_ids, lengths[m])
+            times[m].append((clock() - started) / (steps * batch) * 1e6)
+    del runners
+    return [
+        PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])),
+                    repeats, steps, drafted[m] / (steps * repeats * batch))
+        for m in runnable
+    ]
+
+
+def _cache_costs(
+    methods: Sequence[str], cache_sizes: Sequence[int], repeats: int, memory_tokens: int, clock: Callable[[], float]
+) -> dict:
+    """Adding a finished request (µs per token) into a full cache, and memory per cached token."""
+    lines, records = ["adding a finished request to the cache (2048 tokens, cache at its budget):"], []
+    cached = [m for m in ("specdec-native", "specdec-python", "suffix-arctic") if m in methods]
+    size = max(cache_sizes) or 1_000_000
+    costs = {m: cache_cost.insert_cost(m, min(size, cache_cost.PYTHON_CACHE_TOKENS) if m == "specdec-python" else size,
+                                       clock=clock) for m in cached}
+    samples: dict[str, list[float]] = {m: [] for m in cached}
+    for rep in range(repeats if cached else 0):
+        for m in cached[rep % len(cached) :] + cached[: rep % len(cached)]:
+            samples[m].append(costs[m]())
+    for m in cached:
+        tokens = min(size, cache_cost.PYTHON_CACHE_TOKENS) if m == "specdec-python" else size
+        med, spread = float(np.median(samples[m])), float(np.ptp(samples[m]))
+        lines.append(f"  {m:<26} {med:8.2f} us/token (range {spread:.2f}; cache of {tokens:,} tokens)")
+        records.append({"kind": "insert", "method": m, "cache_tokens": tokens, "us_per_token": med, "spread": spread})
+    if memory_tokens and "specdec-native" in methods:
+        lines.append("resident memory per cached token (fresh process):")
+        for m, tokens in (("specdec-native", memory_tokens), ("specdec-python", 20_000)):
+            if m in methods:
+                got = cache_cost.memory_per_token(m, tokens)
+                own = f", own accounting {got['own_bytes_per_token']:.1f} B" if "own_bytes_per_token" in got else ""
+                lines.append(f"  {m:<26} {got['resident_bytes_per_token']:8.1f} B/token at {tokens:,} tokens{own}"
+                             f" (filled at {got['fill_us_per_token']:.2f} us/token)")
+                records.append({"kind": "memory"} | got)
+    return {"lines": lines, "records": records}
+
+
+def _print_point(results: Sequence[PointResult]) -> None:
+    for r in results:
+        print(f"batch {r.batch_size:>4} x {r.context:>5} tokens, cache {r.cache_tokens:>9,}: {r.method:<26} "
+              f"{r.us_per_request_step:9.2f} us/request/step (range {r.spread:.2f}), "
+              f"{r.drafted_per_request_step:.2f} tokens drafted", flush=True)
+
+
+def _table(points: Sequence[PointResult]) -> str:
+    """Methods as columns, points as rows: median us per request per step (range)."""
+    methods = list(dict.fromkeys(p.method for p in points))
+    keys = list(dict.fromkeys((p.cache_tokens, p.context, p.batch_size) for p in points))
+    by = {(p.cache_tokens, p.context, p.batch_size, p.method): p for p in points}
+    head = f"{'cache':>9} {'context':>7} {'batch':>5}  " + "  ".join(f"{m:>26}" for m in methods)
+    rows = [head, "-" * len(head)]
+    for key in keys:
+        cells = []
+        for m in methods:
+            p = by.get((*key, m))
+            cells.append(f"{'-':>26}" if p is None else f"{p.us_per_request_step:>16.2f} ({p.spread:6.2f})")
+        rows.append(f"{key[0]:>9,} {key[1]:>7} {key[2]:>5}  " + "  ".join(f"{c:>26}" for c in cells))
+    rows.append("us per request per step: median over repeats (range max - min); '-': not run "
+                f"(specdec-python above {PYTHON_MAX_CACHE_TOKENS:,} cached tokens: ~5 kB per token)")
+    return "\n".join(rows)

@@ -41,7 +41,9 @@ class ReplayMethod:
     warm: bool = False  # persisted-cache mode: scored with a cache built from the other prompts
 
 
-def builtin_methods() -> dict[str, ReplayMethod]:
+def builtin_methods(drafter: str = "native") -> dict[str, ReplayMethod]:
+    """The replay methods; `drafter` is the implementation the specdec ones run (native or
+    python: the same drafts, so the same figures)."""
     from specdec.engines.baselines import VllmNgramProposer
 
     fixed = PolicyConfig(adaptive=False)
@@ -55,16 +57,16 @@ def builtin_methods() -> dict[str, ReplayMethod]:
         ),
         # Replay has no clock, so the batch budget (which prices verification) does not
         # apply: every request drafts up to K, as on the real engine when verifying is cheap.
-        "specdec": ReplayMethod("specdec", lambda k: SpecConfig(method="specdec", k_max=k)),
+        "specdec": ReplayMethod("specdec", lambda k: SpecConfig(method="specdec", k_max=k, drafter=drafter)),
         # The same drafter sized by the acceptance-window policy instead of the budget.
         "specdec[window-K]": ReplayMethod(
             "specdec[window-K]",
-            lambda k: SpecConfig(method="specdec", k_max=k, policy=PolicyConfig(adaptive=True)),
+            lambda k: SpecConfig(method="specdec", k_max=k, policy=PolicyConfig(adaptive=True), drafter=drafter),
         ),
         # What a nightly run gains from the cache file the previous run saved (--cache-file).
         "specdec[warm]": ReplayMethod(
             "specdec[warm]",
-            lambda k: SpecConfig(method="specdec", k_max=k),
+            lambda k: SpecConfig(method="specdec", k_max=k, drafter=drafter),
             started_from="warm: cache of the other half of the prompts' outputs (2-fold)",
             warm=True,
         ),

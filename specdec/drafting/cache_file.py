@@ -1,22 +1,28 @@
 """The file a cross-request draft cache is saved to (`--cache-file`): a versioned header,
-checked before anything is used, and an atomic write.
+checked before anything is used, an atomic write, and the cached sequences as payload.
 
 Format: a NumPy `.npz` archive. Its `meta` entry is JSON:
-`{"format": "specdec-draft-cache", "version": 1, "tokenizer": <hash or null>, ...}` plus
-what the cache itself records; the other entries are the cache's arrays. Token ids only mean
-something to the tokenizer that made them, so a file written with another tokenizer is
-refused like a damaged one. `read` raises CacheFileError, naming the file and what is wrong,
-for a truncated, corrupt or foreign file, another format version or another tokenizer;
-`set_aside` moves such a file out of the way so the run can start cold and the next save
-starts a good one. `write` goes through a temporary file of its own (unique per writer) and
-an atomic rename: two workers saving the same file at once leave one complete file.
+`{"format": "specdec-draft-cache", "version": 2, "tokenizer": <hash or null>, "max_depth",
+"ids"}`; the payload is `tokens` (int32, every cached sequence's tokens one after another,
+oldest sequence first) and `lengths` (int64, one per sequence). Both drafters (the Python
+reference and the compiled core) save and load this payload, so a file written by one loads
+into the other; the trie or suffix tree is never stored, it is rebuilt on load.
 
-Kept apart from the cache's data structure so that another implementation of the cache (a
-compiled one) can store its own payload under the same header.
+Version 1 (the first file with this header: one array `s<i>` per sequence and a node budget
+in `max_nodes`) still loads; its node budget is ignored, the loading cache's token budget
+applies. Token ids only mean something to the tokenizer that made them, so a file written
+with another tokenizer is refused like a damaged one, and so is a file without the header
+(any older specdec's): nothing says which tokenizer wrote it. `read` raises CacheFileError,
+naming the file and what is wrong, for a truncated, corrupt or foreign file, an unknown
+format version or another tokenizer; `set_aside` moves such a file out of the way so the run
+can start cold and the next save starts a good one. `write` goes through a temporary file
+of its own (unique per writer) and an atomic rename: two workers saving the same file at
+once leave one complete file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -27,11 +33,72 @@ from typing import Any
 import numpy as np
 
 FORMAT = "specdec-draft-cache"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+_MAX_TOKEN_ID = 2**31  # the payload stores int32 ids
+_DEPTHS = range(2, 256)  # what both caches accept (the compiled one stores depths in a byte)
 
 
 class CacheFileError(ValueError):
     """A cache file that cannot be used; the message names the file and the reason."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheContents:
+    """What a cache file holds: the trie depth and the sequences, oldest first."""
+
+    max_depth: int
+    ids: list[str]
+    tokens: np.ndarray  # [sum(lengths)] int32: the sequences one after another
+    lengths: np.ndarray  # [len(ids)] int64
+
+    def sequences(self) -> list[np.ndarray]:
+        """One int64 array per sequence, oldest first."""
+        ends = np.cumsum(self.lengths)
+        return [self.tokens[end - n : end].astype(np.int64) for end, n in zip(ends, self.lengths, strict=True)]
+
+
+def write_contents(path: str | Path, contents: CacheContents, tokenizer: str | None) -> None:
+    """Write a cache's sequences under the current header (atomically)."""
+    tokens = np.asarray(contents.tokens)
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= _MAX_TOKEN_ID):
+        raise ValueError("cache file: token ids must lie in [0, 2**31)")
+    arrays = {"tokens": np.ascontiguousarray(tokens, dtype=np.int32),
+              "lengths": np.asarray(contents.lengths, dtype=np.int64)}
+    write(path, {"max_depth": contents.max_depth, "ids": list(contents.ids)}, arrays, tokenizer)
+
+
+def read_contents(path: str | Path, tokenizer: str | None) -> CacheContents:
+    """The sequences of a usable file of any readable version. Raises FileNotFoundError or
+    CacheFileError (also for a payload that does not add up)."""
+    meta, arrays = read(path, tokenizer)
+    try:
+        return _contents(meta, arrays)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CacheFileError(f"{path}: damaged payload ({exc})") from None
+
+
+def _contents(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> CacheContents:
+    ids, max_depth = meta["ids"], int(meta["max_depth"])
+    if not isinstance(ids, list) or max_depth not in _DEPTHS:
+        raise ValueError("bad sequence list or trie depth")
+    if meta["version"] == 1:  # one array per sequence
+        if sorted(arrays) != sorted(f"s{i}" for i in range(len(ids))):
+            raise ValueError("sequence list does not match the stored arrays")
+        seqs = [arrays[f"s{i}"] for i in range(len(ids))]
+        tokens = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int32)
+        lengths = np.array([s.size for s in seqs], dtype=np.int64)
+        if any(s.ndim != 1 for s in seqs):
+            raise ValueError("a stored sequence is not 1-D")
+    else:
+        tokens, lengths = arrays["tokens"], arrays["lengths"]
+    if tokens.ndim != 1 or lengths.ndim != 1 or tokens.dtype.kind not in "iu" or lengths.dtype.kind not in "iu":
+        raise ValueError("token arrays of the wrong shape or type")
+    if lengths.size != len(ids) or (lengths < 0).any() or int(lengths.sum()) != tokens.size:
+        raise ValueError("sequence lengths do not add up to the stored tokens")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= _MAX_TOKEN_ID):
+        raise ValueError("token ids outside [0, 2**31)")
+    return CacheContents(max_depth, [str(i) for i in ids], tokens.astype(np.int32), lengths.astype(np.int64))
 
 
 def write(path: str | Path, meta: dict[str, Any], arrays: dict[str, np.ndarray], tokenizer: str | None) -> None:
@@ -50,8 +117,8 @@ def write(path: str | Path, meta: dict[str, Any], arrays: dict[str, np.ndarray],
 
 
 def read(path: str | Path, tokenizer: str | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(meta, arrays) of a usable file. `tokenizer=None` skips the tokenizer check (replay,
-    tests: no tokenizer identity). Raises FileNotFoundError or CacheFileError."""
+    """(meta, arrays) of a file with a readable header. `tokenizer=None` skips the tokenizer
+    check (replay, tests: no tokenizer identity). Raises FileNotFoundError or CacheFileError."""
     try:
         with np.load(path, allow_pickle=False) as data:
             meta = _header(data, tokenizer)
@@ -71,8 +138,9 @@ def _header(data: Any, tokenizer: str | None) -> dict[str, Any]:
     meta = json.loads(str(data["meta"]))
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CacheFileError("no specdec header (not a draft cache file, or one from an older specdec)")
-    if meta.get("version") != VERSION:
-        raise CacheFileError(f"format version {meta.get('version')!r}, this specdec reads version {VERSION}")
+    if meta.get("version") not in READABLE_VERSIONS:
+        raise CacheFileError(f"format version {meta.get('version')!r}, this specdec reads versions "
+                             f"{', '.join(map(str, READABLE_VERSIONS))}")
     if tokenizer is not None and meta.get("tokenizer") != tokenizer:
         raise CacheFileError(f"written for another tokenizer ({meta.get('tokenizer')}, this run uses {tokenizer})")
     return meta

@@ -42,8 +42,15 @@ class ConfidenceTable:
         return float(np.max(self.accepted / (self.accepted + self.rejected)))
 
     def expected_accepted(self, buckets: np.ndarray) -> float:
-        """Expected accepted tokens of a draft filed under `buckets`."""
-        return float(np.cumprod(self.confidence(buckets)).sum())
+        """Expected accepted tokens of a draft filed under `buckets`: the sum over positions
+        of the product of the confidences up to it, added up in order (the compiled core
+        does the same operations in the same order, so both compare drafts identically)."""
+        total = 0.0
+        product = 1.0
+        for value in self.confidence(buckets).tolist():
+            product *= value
+            total += product
+        return total
 
     def observe(self, buckets: np.ndarray, num_accepted: int) -> None:
         """A draft filed under `buckets` had its first `num_accepted` tokens accepted."""

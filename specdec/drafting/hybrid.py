@@ -20,7 +20,7 @@ import numpy as np
 
 from specdec.drafting.confidence import ConfidenceTable, cache_buckets, own_bucket
 from specdec.drafting.ngram import ngram_match
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from specdec.drafting.suffix_cache import SuffixTrieCache, cache_sizes
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE = (_EMPTY, _EMPTY)
@@ -45,6 +45,24 @@ class HybridProposer:
         self._buckets: dict[str, np.ndarray] = {}  # evidence bucket of each token of the last draft
 
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        """Draft up to `k` tokens continuing `tokens` (the request's whole sequence so far).
+
+        Example (n_min 1, n_max 16, empty cache, a fresh confidence table):
+
+            tokens = [7, 1, 2, 3, 4, 1, 2, 3], k = 3
+            own text: the last 3 tokens [1, 2, 3] occurred before, ending at index 3; they
+            were followed by [4, 1, 2, 3] -> draft [4, 1, 2], each token filed under the
+            own-text bucket of a 3-token match
+            cache: empty, no candidate -> [4, 1, 2]
+
+        A candidate cut short (its match sat near the end of its source) is continued by
+        drafting again from `tokens` + the draft so far.
+
+        Args:
+            req_id: the request; its latest `tokens` go into the cache when it is forgotten.
+            tokens: [num_tokens] prompt + output so far.
+            k: most tokens to draft (0: draft nothing, but keep the sequence).
+        """
         # vLLM hands us a view of a buffer it reuses: keep a copy for the cache.
         self._sequences[req_id] = np.array(tokens, dtype=np.int64)
         if k <= 0:
@@ -97,11 +115,16 @@ class HybridProposer:
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of each structure; bound None: per request, empty between calls."""
         return {"own_sequences": (len(self._sequences), None), "draft_buckets": (len(self._buckets), None),
-                "cache_nodes": (self.cache.num_nodes, self.cache.max_nodes),
-                "cache_sequences": (len(self.cache), self.cache.max_nodes)}
+                **cache_sizes(self.cache)}
 
     def forget(self, req_id: str) -> None:
         self._buckets.pop(req_id, None)
         tokens = self._sequences.pop(req_id, None)
         if tokens is not None and tokens.size:
             self.cache.insert(req_id, tokens)
+
+    def save_cache(self, path: str, tokenizer: str | None = None) -> int:
+        """Write the cross-request cache to `path` (see cache_file; `tokenizer`: the hash its
+        header records); returns the sequences written."""
+        self.cache.save(path, tokenizer)
+        return len(self.cache)

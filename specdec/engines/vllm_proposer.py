@@ -23,6 +23,7 @@ import numpy as np
 from specdec.budget import StepCost, StepSample
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
+from specdec.drafting.base import TokenRows
 from specdec.engines.step_timing import StepTimer
 from specdec.stats import RequestTrace
 
@@ -72,12 +73,12 @@ class SpecdecVllmProposer:
         if self.forced_k is not None:
             row_drafts = {row: self._forced_draft(token_ids_cpu, num_tokens_no_spec, row) for row in decoding}
         else:
-            rows = [
-                (req_ids[row], token_ids_cpu[row, : int(num_tokens_no_spec[row])], len(sampled_token_ids[row]) - 1)
-                for row in decoding
-            ]
+            rows = np.asarray(decoding, dtype=np.int64)
+            tokens = TokenRows(token_ids_cpu, num_tokens_no_spec[rows], rows)  # vLLM's buffer, bound once
+            accepted = [len(sampled_token_ids[row]) - 1 for row in decoding]
             cost = self.timer.model if budget else None
-            row_drafts = dict(zip(decoding, controller.step_batch(rows, cost), strict=True))
+            ids = [req_ids[row] for row in decoding]
+            row_drafts = dict(zip(decoding, controller.step_tokens(ids, tokens, accepted, cost), strict=True))
         drafts = [row_drafts[row][: self.k_max].tolist() if row in row_drafts else [] for row in range(len(req_ids))]
         if budget:
             self.timer.step_finished({req_ids[row]: len(drafts[row]) for row in decoding})

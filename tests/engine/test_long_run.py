@@ -1,7 +1,9 @@
 """Many shards through one engine: after every generate call each per-request structure, in
 the driver and in the drafter inside vLLM's worker, is empty again, and the bounded ones
-(the cross-request cache's nodes, the step-time samples) stay within their bounds, the cache
-at its bound once it is full. One engine start (a specdec engine with a small cache bound).
+(the cross-request cache's tokens, sequences and nodes, the step-time samples) stay within
+their bounds, the cache at its bound once it is full. One engine start (a specdec engine,
+the default compiled drafter, with a small cache bound; the Python drafter's structures:
+tests/unit/test_controller_replay.py).
 The memory figure over 200 shards comes from a command: python -m flows.memory_bench."""
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from specdec.datasets import humaneval_rows
 from specdec.types import GenerationRequest, SamplingOptions
 
 pytestmark = pytest.mark.slow
-CACHE_NODES = 20_000  # a few finished requests fill it
+CACHE_TOKENS = 1_000  # a few finished requests (~100-token prompts + 24 new tokens) fill it
 NUM_SHARDS, SHARD_SIZE = 8, 4
 
 
 def test_per_request_state_is_empty_after_every_shard_and_bounded_state_stays_bounded(engine_factory):
-    engine = engine_factory("specdec", cache_max_nodes=CACHE_NODES)
+    engine = engine_factory("specdec", cache_max_tokens=CACHE_TOKENS)
     tok = engine.tokenizer
     rows = humaneval_rows(limit=NUM_SHARDS * SHARD_SIZE)
     history = []
@@ -28,11 +30,11 @@ def test_per_request_state_is_empty_after_every_shard_and_bounded_state_stays_bo
         sizes = engine.state_sizes()
         per_request = {name: size for name, (size, bound) in sizes.items() if bound is None}
         assert set(per_request) >= {"driver_request_states", "finished_traces", "live_requests", "own_sequences",
-                                    "draft_buckets", "step_drafts"}, sizes
+                                    "step_drafts"}, sizes
         assert all(size == 0 for size in per_request.values()), (shard, per_request)
         assert all(size <= bound for size, bound in sizes.values() if bound is not None), (shard, sizes)
         history.append(sizes)
-    nodes = [h["cache_nodes"][0] for h in history]
+    tokens = [h["cache_tokens"][0] for h in history]
     sequences = [h["cache_sequences"][0] for h in history]
     # The cache filled up and then evicted: it holds fewer requests than it was given.
-    assert max(nodes) > CACHE_NODES // 2 and sequences[-1] < NUM_SHARDS * SHARD_SIZE, (nodes, sequences)
+    assert max(tokens) > CACHE_TOKENS // 2 and sequences[-1] < NUM_SHARDS * SHARD_SIZE, (tokens, sequences)

@@ -18,6 +18,7 @@ from specdec.budget import (
 from specdec.budget import allocate_drafts as allocate_gains
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
+from specdec.drafting.confidence import NUM_BUCKETS
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.engines import step_timing
@@ -157,17 +158,22 @@ def test_confidence_is_learned_per_evidence_bucket():
     assert cache_buckets(np.array([0.05]), match_len=9).tolist() == [8 + 30]
 
 
-def test_budget_sizes_drafts_by_learned_confidence():
-    cfg = SpecConfig(method="specdec", k_max=4)
+@pytest.mark.parametrize("drafter", ["python", "native"])
+def test_budget_sizes_drafts_by_learned_confidence(drafter: str):
+    cfg = SpecConfig(method="specdec", k_max=4, drafter=drafter)
     ctl = DraftController(cfg)
-    table = ctl.proposer.table  # type: ignore[attr-defined]
     cost = StepCost(fixed_s=0.05, per_seq_s=0.0, per_token_s=0.01)
     sure = np.array([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], dtype=np.int64)  # 4-token match
     unsure = np.array([1, 2, 3, 1], dtype=np.int64)  # 1-token match
-    table.accepted[:] = 1.0
-    table.rejected[:] = 1.0
-    table.accepted[3:8] = 99.0  # own-text matches of 4 or more tokens: 99 % accepted
-    table.rejected[0] = 99.0  # match length 1: 1 %
+    accepted = np.ones(NUM_BUCKETS)
+    rejected = np.ones(NUM_BUCKETS)
+    accepted[3:8] = 99.0  # own-text matches of 4 or more tokens: 99 % accepted
+    rejected[0] = 99.0  # match length 1: 1 %
+    if drafter == "python":
+        ctl.proposer.table.accepted[:] = accepted  # type: ignore[attr-defined]
+        ctl.proposer.table.rejected[:] = rejected  # type: ignore[attr-defined]
+    else:
+        ctl.proposer._core.set_table(accepted.tolist(), rejected.tolist())  # type: ignore[attr-defined]
     drafts = ctl.step_batch([("sure", sure, 0), ("unsure", unsure, 0)], cost)
     assert drafts[0].tolist() == [8, 9, 5, 6] and drafts[1].size == 0
 

@@ -1,6 +1,7 @@
-"""The draft cache file (`--cache-file`): a damaged, foreign, old-format or other-tokenizer
-file starts the run cold with a warning naming it and is moved aside; two processes saving
-the same file at once leave one complete file and no temporary files."""
+"""The draft cache file (`--cache-file`): a file loads into either drafter, version 1 of the
+header too; a damaged, foreign, header-less, future-format or other-tokenizer file starts
+the run cold with a warning naming it and is moved aside; two processes saving the same file
+at once leave one complete file and no temporary files."""
 
 from __future__ import annotations
 
@@ -30,20 +31,41 @@ def saved_cache(path: Path, num_sequences: int = 20, seed: int = 0, tokenizer: s
     return cache
 
 
-def controller(path: Path, tokenizer: str | None = TOKENIZER) -> DraftController:
-    return DraftController(SpecConfig(method="specdec", cache_file=str(path)), tokenizer=tokenizer)
+def controller(path: Path, tokenizer: str | None = TOKENIZER, drafter: str = "native") -> DraftController:
+    return DraftController(SpecConfig(method="specdec", cache_file=str(path), drafter=drafter), tokenizer=tokenizer)
 
 
-def test_a_good_file_loads_with_its_header(tmp_path):
+@pytest.mark.parametrize("drafter", ["native", "python"])
+def test_a_good_file_loads_with_its_header(tmp_path, drafter):
     path = tmp_path / "cache.npz"
     saved = saved_cache(path)
     with np.load(path) as data:
         meta = json.loads(str(data["meta"]))
     assert (meta["format"], meta["version"], meta["tokenizer"]) == (cache_file.FORMAT, cache_file.VERSION, TOKENIZER)
-    ctl = controller(path)
+    ctl = controller(path, drafter=drafter)
     assert ctl.cache_warning is None and len(ctl.proposer.cache) == len(saved) == 20
+    assert ctl.proposer.cache.dump() == saved.dump()
     ctl.proposer.cache.check_invariants()
+    ctl.save_cache(str(path))  # either drafter writes the same file back, header and all
+    assert cache_file.read_contents(path, TOKENIZER).ids == saved.contents().ids
     assert [p.name for p in tmp_path.iterdir()] == ["cache.npz"]
+
+
+def first_header(path: Path, cache: SuffixTrieCache, tokenizer: str = TOKENIZER) -> None:
+    """Version 1 of the header, as written before the token budget: one array per sequence."""
+    meta = {"format": cache_file.FORMAT, "version": 1, "tokenizer": tokenizer, "max_depth": cache.max_depth,
+            "max_nodes": 100, "ids": cache.contents().ids}
+    with open(path, "wb") as out:
+        np.savez_compressed(out, meta=np.asarray(json.dumps(meta)),
+                            **{f"s{i}": seq for i, seq in enumerate(cache.contents().sequences())})
+
+
+@pytest.mark.parametrize("drafter", ["native", "python"])
+def test_a_version_1_file_still_loads(tmp_path, drafter):
+    path = tmp_path / "cache.npz"
+    first_header(path, saved_cache(tmp_path / "v2.npz"))
+    ctl = controller(path, drafter=drafter)
+    assert ctl.cache_warning is None and len(ctl.proposer.cache) == 20  # its node bound is not used
 
 
 def truncate(path: Path) -> None:
@@ -68,8 +90,25 @@ def older_specdec(path: Path) -> None:  # the header-less format this module rep
         np.savez_compressed(out, meta=np.asarray(meta), s0=np.arange(5))
 
 
+def headerless_token_store(path: Path) -> None:  # the compiled drafter's first, header-less format
+    meta = json.dumps({"format": 2, "max_depth": 8, "ids": ["a"]})
+    with open(path, "wb") as out:
+        np.savez_compressed(out, meta=np.asarray(meta), tokens=np.arange(5, dtype=np.int32),
+                            lengths=np.array([5]))
+
+
+def lengths_off(path: Path) -> None:  # a good header over a payload that does not add up
+    cache_file.write(path, {"max_depth": 8, "ids": ["a", "b"]},
+                     {"tokens": np.arange(5, dtype=np.int32), "lengths": np.array([3, 4])}, TOKENIZER)
+
+
+def depth_off(path: Path) -> None:  # a trie depth neither cache accepts
+    empty = {"tokens": np.zeros(0, dtype=np.int32), "lengths": np.zeros(0, dtype=np.int64)}
+    cache_file.write(path, {"max_depth": 10**12, "ids": []}, empty, TOKENIZER)
+
+
 def future_version(path: Path) -> None:
-    cache_file.write(path, {"max_depth": 8, "max_nodes": 100, "ids": []}, {}, TOKENIZER)
+    cache_file.write(path, {"max_depth": 8, "ids": []}, {}, TOKENIZER)
     with np.load(path) as data:
         meta = {**json.loads(str(data["meta"])), "version": cache_file.VERSION + 1}
     with open(path, "wb") as out:
@@ -82,18 +121,23 @@ DAMAGE = {
     "not numpy": (lambda p: p.write_text("hello, I am a text file"), "damaged"),
     "foreign npz": (foreign_npz, "no specdec header"),
     "older specdec": (older_specdec, "no specdec header"),
-    "future version": (future_version, "format version 2"),
+    "header-less token store": (headerless_token_store, "no specdec header"),
+    "payload off": (lengths_off, "damaged payload"),
+    "depth off": (depth_off, "damaged payload"),
+    "future version": (future_version, f"format version {cache_file.VERSION + 1}"),
     "other tokenizer": (lambda p: saved_cache(p, tokenizer="tok-b"), "written for another tokenizer"),
+    "version 1, other tokenizer": (lambda p: first_header(p, saved_cache(p), "tok-b"), "written for another tokenizer"),
 }
 
 
+@pytest.mark.parametrize("drafter", ["native", "python"])
 @pytest.mark.parametrize("case", DAMAGE)
-def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path, case):
+def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path, case, drafter):
     path = tmp_path / "cache.npz"
     saved_cache(path)
     damage, reason = DAMAGE[case]
     damage(path)
-    ctl = controller(path)
+    ctl = controller(path, drafter=drafter)
     assert len(ctl.proposer.cache) == 0  # cold, no exception
     assert ctl.cache_warning is not None and str(path) in ctl.cache_warning and reason in ctl.cache_warning
     assert not path.exists()

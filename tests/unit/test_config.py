@@ -59,3 +59,25 @@ def test_default_k_init_fits_any_k_max():
         cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True))
         assert AdaptiveK(cfg.policy, k_max).new_state().k == min(4, k_max)  # no k_init: must not fail
         assert AdaptiveK(SpecConfig(k_max=k_max).policy, k_max).new_state().k == k_max  # budget sizes K
+
+
+def test_drafter_is_recorded_with_the_run_but_not_hashed(monkeypatch):
+    """Both drafters draft the same tokens: the choice never decides the output."""
+    from specdec import models
+    from specdec.params import GenerationParams
+
+    monkeypatch.setattr(models, "model_digest", lambda model: "digest")
+    native, python = GenerationParams(drafter="native"), GenerationParams(drafter="python")
+    assert native.config_hash() == python.config_hash()
+    assert python.recorded_config()["params"]["drafter"] == "python"
+    assert python.spec_config().drafter == "python"
+
+
+def test_a_missing_native_build_is_a_clear_error_unless_python_is_asked_for(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "specdec_native", None)  # import fails as if not installed
+    with pytest.raises(ConfigError, match="--drafter python"):
+        SpecConfig(method="specdec")
+    assert SpecConfig(method="specdec", drafter="python").drafter == "python"
+    assert SpecConfig(method="ngram").method == "ngram"  # only specdec needs it

@@ -1,6 +1,7 @@
 """DraftController and the replay simulator, on scripted and random token streams."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,7 +96,26 @@ def test_persisted_cache_starts_a_later_run_warm(tmp_path):
     [warm] = replay([later], cfg)  # loads the file: the answer is drafted from the first step
     assert warm.output_token_ids == cold.output_token_ids == answer
     assert warm.stats.num_steps < cold.stats.num_steps
-    small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_nodes=60)
+    small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_tokens=60)
     cache = DraftController(small).proposer.cache  # type: ignore[attr-defined]
     cache.check_invariants()
-    assert len(cache) == 1  # over the node budget: the oldest sequence was evicted on load
+    assert len(cache) == 1  # over the token budget: the oldest sequence was evicted on load
+
+
+@pytest.mark.parametrize("drafter", ["python", "native"])
+def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(drafter):
+    """What tests/engine/test_long_run.py checks through an engine, for both drafters."""
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4, drafter=drafter, cache_max_tokens=200))
+    rng = np.random.default_rng(1)
+    for shard in range(6):
+        ids = [f"s{shard}-{i}" for i in range(4)]
+        seqs = [rng.integers(0, 20, size=60) for _ in ids]
+        for n in range(5, 61, 5):
+            ctl.step_batch([(req_id, seq[:n], 0) for req_id, seq in zip(ids, seqs)])
+        for req_id in ids:
+            ctl.finish(req_id)
+        sizes = ctl.state_sizes()
+        assert {"live_requests", "own_sequences", "cache_tokens", "cache_sequences", "cache_nodes"} <= set(sizes)
+        assert all(size == 0 for size, bound in sizes.values() if bound is None), (shard, sizes)
+        assert all(size <= bound for size, bound in sizes.values() if bound is not None), (shard, sizes)
+    assert sizes["cache_tokens"][0] == 180 and sizes["cache_sequences"][0] == 3  # three 60-token requests fit

@@ -1,10 +1,13 @@
 """The cross-request cache: invariants under random insert/evict, a naive oracle for
 matches, persistence round trip; and the hybrid proposer's choices."""
 
+import json
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specdec.drafting import cache_file
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.suffix_cache import SuffixTrieCache
 
@@ -52,23 +55,29 @@ def test_matches_agree_with_a_naive_scan(seqs, context, depth):
     budget=st.integers(1, 60),
 )
 def test_invariants_hold_under_random_inserts_and_evictions(ops, budget):
-    cache = SuffixTrieCache(max_depth=5, max_nodes=budget)
+    cache = SuffixTrieCache(max_depth=5, max_tokens=budget)
     for op, key, seq in ops:
         if op == "insert":
             cache.insert(str(key), np.array(seq, dtype=np.int64))
         elif str(key) in cache:
             cache.remove(str(key))
         cache.check_invariants()
-    assert cache.num_nodes <= budget or len(cache) <= 1
+    assert cache.num_tokens <= budget or len(cache) <= 1
 
 
-@settings(max_examples=100, deadline=None)
-@given(seq=st.lists(st.integers(0, 3), max_size=30), cut=st.integers(0, 30), depth=st.integers(2, 6))
-def test_extending_a_sequence_counts_like_inserting_it_whole(seq, cut, depth):
-    grown = SuffixTrieCache(max_depth=depth)
-    grown.insert("a", np.array(seq[:cut], dtype=np.int64))
-    grown.extend("a", np.array(seq[cut:], dtype=np.int64))
-    grown.check_invariants()  # includes: equal to a rebuild from the whole sequence
+def test_eviction_drops_whole_oldest_sequences_to_the_token_budget():
+    cache = SuffixTrieCache(max_depth=4, max_tokens=10)
+    for i, n in enumerate([4, 3, 3]):
+        cache.insert(f"s{i}", np.arange(n) + 10 * i)
+    assert len(cache) == 3 and cache.num_tokens == 10
+    cache.insert("s3", np.arange(2) + 30)  # 12 tokens: s0 (the oldest, 4 tokens) goes
+    assert "s0" not in cache and cache.num_tokens == 8
+    cache.insert("s1", np.arange(3) + 10)  # same id again: the newest now, s2 becomes the oldest
+    cache.insert("s4", np.arange(5) + 40)  # 13 tokens: s2 goes (10 left), s3 and s1 stay
+    assert list(cache.contents().ids) == ["s3", "s1", "s4"]
+    cache.insert("big", np.arange(20))  # alone over the budget: it stays, everything else goes
+    assert list(cache.contents().ids) == ["big"]
+    cache.check_invariants()
 
 
 def test_persistence_round_trip(tmp_path):
@@ -80,9 +89,29 @@ def test_persistence_round_trip(tmp_path):
     loaded = SuffixTrieCache.load(tmp_path / "cache.npz")
     loaded.check_invariants()
     assert loaded.num_nodes == cache.num_nodes and len(loaded) == len(cache)
-    context = rng.integers(0, 7, size=10)
-    a, b = cache.speculate(context, 4), loaded.speculate(context, 4)
-    assert a.tokens.tolist() == b.tokens.tolist() and a.match_len == b.match_len
+    assert loaded.dump() == cache.dump()
+    small = SuffixTrieCache.load(tmp_path / "cache.npz", max_tokens=100)  # the oldest go first
+    assert list(small.contents().ids) == [f"r{i}" for i in range(18, 20)]
+
+
+def test_files_of_the_first_headed_format_still_load(tmp_path):
+    """Version 1 of the header (node budget, one array per sequence): its sequences load
+    under the token budget. Header-less files start cold instead (test_cache_file.py)."""
+    seqs = {"a": np.array([1, 2, 3, 4], dtype=np.int64), "b": np.array([2, 3, 5], dtype=np.int64)}
+    meta = {"format": cache_file.FORMAT, "version": 1, "tokenizer": "tok", "max_depth": 5, "max_nodes": 2_000_000,
+            "ids": list(seqs)}
+    np.savez_compressed(tmp_path / "old.npz", meta=np.asarray(json.dumps(meta)), s0=seqs["a"], s1=seqs["b"])
+    loaded = SuffixTrieCache.load(tmp_path / "old.npz", tokenizer="tok")
+    assert loaded.max_depth == 5 and list(loaded.contents().ids) == ["a", "b"]
+    assert loaded.speculate(np.array([9, 2, 3]), k=2).tokens.tolist() == [4]  # 4 and 5 tie: the smaller
+
+
+def test_speculate_docstring_example():
+    cache = SuffixTrieCache()
+    cache.insert("a", np.array([1, 2, 3, 9, 9]))
+    cache.insert("b", np.array([1, 2, 3, 9, 7]))
+    draft = cache.speculate(np.array([5, 1, 2, 3]), k=3, min_prob=0.4)
+    assert draft.tokens.tolist() == [9, 7] and draft.probs.tolist() == [1.0, 0.5] and draft.match_len == 3
 
 
 def test_low_confidence_continuations_are_cut():

@@ -1,0 +1,168 @@
+"""The drafters `specdec bench-propose` times, each driven the way its engine adapter drives it.
+
+A runner sees what vLLM hands a drafter every step: `token_ids` ([num_rows, width] int32,
+vLLM's `token_ids_cpu`) and `lengths` ([num_rows], `num_tokens_no_spec`). `start` makes the
+first proposal of every request (indexes prompts; not timed), `step` is one engine step for
+the whole batch after each request gained one token.
+
+- `specdec-native`: the compiled drafter, one `feedback_batch` + one `propose_batch` per step;
+- `specdec-native+controller`: the same inside `DraftController.step_batch` with the batch
+  budget (as the worker runs it: per-request K, traces, budget allocation);
+- `specdec-python`: the Python reference drafter;
+- `suffix-arctic`: arctic-inference's suffix cache as vLLM's `suffix` method drives it (where
+  installed);
+- `ngram-vllm`: vLLM's own n-gram proposer class (numba), prompt lookup 2..5.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+
+import numpy as np
+
+from specdec.budget import StepCost
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
+from specdec.drafting.base import RowByRow, TokenRows
+from specdec.drafting.hybrid import HybridProposer
+from specdec.drafting.native import NativeHybridProposer
+from specdec.drafting.suffix_cache import SuffixTrieCache
+
+# Verification nearly free: the budget keeps every draft (its costly path).
+FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=1e-5)
+METHODS = ("specdec-native", "specdec-native+controller", "specdec-python", "suffix-arctic", "ngram-vllm")
+
+
+class SpecdecRunner:
+    """Our drafter (compiled or reference) behind the batch interface, as the controller calls it."""
+
+    def __init__(self, drafter, k: int, num_rows: int) -> None:  # a BatchProposer
+        self.drafter = drafter
+        self.ids = [f"r{i}" for i in range(num_rows)]
+        self.ks = np.full(num_rows, k, dtype=np.int64)
+        self.last = np.zeros(num_rows, dtype=np.int64)  # draft lengths of the previous step
+        self.none_accepted = np.zeros(num_rows, dtype=np.int64)
+        self.rows = np.arange(num_rows)
+
+    def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
+        cache = self.drafter.proposer.cache if isinstance(self.drafter, RowByRow) else self.drafter.cache
+        for i, seq in enumerate(sequences):
+            cache.insert(f"done-{i}", seq)
+
+    def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
+        self.step(token_ids, lengths)
+
+    def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
+        self.drafter.feedback_batch(self.ids, self.last, self.none_accepted)  # every draft rejected
+        batch = self.drafter.propose_batch(self.ids, TokenRows(token_ids, lengths, self.rows), self.ks)
+        self.last = batch.lengths
+        return int(self.last.sum())
+
+
+class ControllerRunner:
+    """The compiled drafter inside DraftController.step_batch, with the batch budget."""
+
+    def __init__(self, k: int, num_rows: int, cache_tokens: int) -> None:
+        cfg = SpecConfig(method="specdec", k_max=k, drafter="native", cache_max_tokens=max(cache_tokens, 1) * 2)
+        self.controller = DraftController(cfg)
+        self.ids = [f"r{i}" for i in range(num_rows)]
+        self.accepted = [0] * num_rows
+        self.rows = np.arange(num_rows)
+
+    def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
+        for i, seq in enumerate(sequences):
+            self.controller.proposer.cache.insert(f"done-{i}", seq)  # type: ignore[attr-defined]
+
+    def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
+        self.step(token_ids, lengths)
+
+    def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
+        tokens = TokenRows(token_ids, lengths, self.rows)  # as the vLLM adapter passes them
+        drafts = self.controller.step_tokens(self.ids, tokens, self.accepted, FREE)
+        # every draft reported accepted, so that the budget keeps drafting (its costly path)
+        self.accepted = [d.shape[0] for d in drafts]
+        return sum(self.accepted)
+
+
+class ArcticRunner:
+    """arctic-inference's suffix cache, per request, as vLLM's `suffix` method drives it."""
+
+    def __init__(self, k: int, num_rows: int) -> None:
+        from specdec.drafting.suffix_baseline import ArcticSuffixProposer
+
+        self.proposer = ArcticSuffixProposer()
+        self.ids = [f"r{i}" for i in range(num_rows)]
+        self.k = k
+
+    def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
+        add_finished_to_arctic(self.proposer.cache, sequences)
+
+    def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
+        self.step(token_ids, lengths)
+
+    def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
+        propose = self.proposer.propose
+        return sum(propose(r, token_ids[i, :n], self.k).shape[0] for i, (r, n) in enumerate(zip(self.ids, lengths.tolist())))
+
+
+def add_finished_to_arctic(cache, sequences: Sequence[np.ndarray], prefix: str = "done") -> None:
+    """Finished requests into arctic's global tree the way vLLM's adapter does it: the prompt
+    (here the first token) starts the request, each step's new token is added, then it stops."""
+    for i, seq in enumerate(sequences):
+        req_id = f"{prefix}-{i}"
+        cache.start_request(req_id, np.ascontiguousarray(seq[:1], dtype=np.int32))
+        for tok in seq[1:].tolist():
+            cache.add_active_response(req_id, [tok])
+        cache.stop_request(req_id)
+
+
+class VllmNgramRunner:
+    """vLLM's NgramProposer (its numba batch path, one thread as vLLM sets it)."""
+
+    def __init__(self, k: int, num_rows: int, width: int) -> None:
+        from vllm.v1.spec_decode.ngram_proposer import NgramProposer
+
+        config = types.SimpleNamespace(
+            speculative_config=types.SimpleNamespace(prompt_lookup_min=2, prompt_lookup_max=5, num_speculative_tokens=k),
+            model_config=types.SimpleNamespace(max_model_len=width + k + 1),
+            scheduler_config=types.SimpleNamespace(max_num_seqs=num_rows),
+            parallel_config=types.SimpleNamespace(tensor_parallel_size=1),
+        )
+        self.proposer = NgramProposer(config)  # compiles its numba code (seconds)
+        self.k = k
+        self.sampled = [[0]] * num_rows  # every row decoding
+
+    def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
+        """No cross-request state."""
+
+    def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
+        self.step(token_ids, lengths)
+
+    def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
+        drafts = self.proposer.propose(self.k, self.sampled, lengths, token_ids)
+        return sum(len(d) for d in drafts)
+
+
+def arctic_available() -> bool:
+    try:
+        import arctic_inference.suffix_decoding  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: int):
+    """A fresh runner for `method` (its cache budget holds `cache_tokens` twice over)."""
+    budget = max(cache_tokens, 1) * 2
+    if method == "specdec-native":
+        return SpecdecRunner(NativeHybridProposer(budget, n_min=1, n_max=16), k, num_rows)
+    if method == "specdec-python":
+        return SpecdecRunner(RowByRow(HybridProposer(SuffixTrieCache(max_tokens=budget), 1, 16)), k, num_rows)
+    if method == "specdec-native+controller":
+        return ControllerRunner(k, num_rows, cache_tokens)
+    if method == "suffix-arctic":
+        return ArcticRunner(k, num_rows)
+    if method == "ngram-vllm":
+        return VllmNgramRunner(k, num_rows, width)
+    raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")

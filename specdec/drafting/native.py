@@ -1,0 +1,240 @@
+"""The compiled drafting core (`specdec_native`, C++ built from packaging/specdec_native) behind
+the Python reference's interface.
+
+`NativeHybridProposer` drafts exactly what `HybridProposer` over a `SuffixTrieCache` drafts
+(tests/unit/test_native_drafter.py checks it on random and real token streams), with each
+request's own-text index kept up to date as tokens arrive, the cross-request cache as a
+compacted suffix tree over a compact token store, and one call per engine step for the whole
+batch (`feedback_batch`, then `propose_batch`). The Python drafter stays as the reference
+(`--drafter python`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from specdec.drafting.base import DraftBatch, TokenRows
+from specdec.drafting.cache_file import CacheContents, read_contents, write_contents
+from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft, cache_sizes
+
+ABI_VERSION = 1  # the specdec_native.ABI_VERSION this code was written against
+INSTALL_HINT = (
+    "build it with `make setup` (scripts/install.sh installs packaging/specdec_native), "
+    "or pass --drafter python to run the slower Python reference"
+)
+
+
+class NativeDrafterMissing(RuntimeError):
+    """specdec's compiled drafter is not installed (or is a build of another version)."""
+
+
+def load_core() -> ModuleType:
+    """The compiled module, or NativeDrafterMissing saying how to get it."""
+    try:
+        import specdec_native
+    except ImportError as exc:
+        raise NativeDrafterMissing(f"specdec's compiled drafter (specdec_native) is not installed: {INSTALL_HINT}") from exc
+    if getattr(specdec_native, "ABI_VERSION", None) != ABI_VERSION:
+        raise NativeDrafterMissing(
+            f"specdec_native {getattr(specdec_native, 'ABI_VERSION', '?')} is installed, this specdec needs "
+            f"version {ABI_VERSION}: {INSTALL_HINT}"
+        )
+    return specdec_native
+
+
+def native_available() -> bool:
+    try:
+        load_core()
+    except NativeDrafterMissing:
+        return False
+    return True
+
+
+def _as_list(ids: Sequence[str]) -> list[str]:
+    return ids if isinstance(ids, list) else list(ids)
+
+
+def _ints(values: Sequence[int]) -> list[int]:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+def _int32(tokens: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(tokens, dtype=np.int32)
+
+
+class NativeSuffixCache:
+    """The compiled cross-request cache with the reference's interface (SuffixTrieCache)."""
+
+    def __init__(self, core_cache) -> None:  # a specdec_native.SuffixCache
+        self._cache = core_cache
+
+    @classmethod
+    def create(cls, max_depth: int = DEFAULT_MAX_DEPTH, max_tokens: int = DEFAULT_MAX_TOKENS) -> "NativeSuffixCache":
+        return cls(load_core().SuffixCache(max_depth, max_tokens))
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def __contains__(self, seq_id: str) -> bool:
+        return seq_id in self._cache
+
+    @property
+    def max_depth(self) -> int:
+        return self._cache.max_depth
+
+    @property
+    def max_tokens(self) -> int:
+        return self._cache.max_tokens
+
+    @property
+    def num_tokens(self) -> int:
+        return self._cache.num_tokens
+
+    @property
+    def num_nodes(self) -> int:
+        return self._cache.num_nodes
+
+    def insert(self, seq_id: str, tokens: np.ndarray) -> None:
+        self._cache.insert(seq_id, _int32(tokens))
+
+    def remove(self, seq_id: str) -> None:
+        if not self._cache.remove(seq_id):
+            raise KeyError(seq_id)
+
+    def speculate(self, context: np.ndarray, k: int, min_prob: float = 0.0) -> CacheDraft:
+        tokens, probs, match_len = self._cache.speculate(_int32(context), k, min_prob)
+        return CacheDraft(tokens, probs, match_len)
+
+    def memory_bytes(self) -> int:
+        """Bytes the cache has allocated (its own accounting)."""
+        return self._cache.memory_bytes()
+
+    def dump(self) -> list[tuple[tuple[int, ...], int]]:
+        """Every substring the cache counts, with its count (sorted; for tests)."""
+        return [(tuple(path), count) for path, count in self._cache.dump()]
+
+    def check_invariants(self) -> None:
+        try:
+            self._cache.check_invariants()
+        except RuntimeError as exc:
+            raise AssertionError(str(exc)) from exc
+
+    def contents(self) -> CacheContents:
+        ids, tokens, lengths = self._cache.sequences()
+        return CacheContents(self.max_depth, list(ids), tokens, lengths)
+
+    def load_contents(self, contents: CacheContents) -> None:
+        """Insert a file's sequences, oldest first (the budget evicts the oldest)."""
+        for seq_id, seq in zip(contents.ids, contents.sequences(), strict=True):
+            self.insert(seq_id, seq)
+
+    def save(self, path: str | Path, tokenizer: str | None = None) -> None:
+        write_contents(path, self.contents(), tokenizer)
+
+
+class NativeHybridProposer:
+    """The compiled drafter: same drafts, confidences and cache as `HybridProposer`."""
+
+    def __init__(
+        self,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        n_min: int = 2,
+        n_max: int = 16,
+        min_prob: float = 0.1,
+        min_cache_match: int = 1,
+    ) -> None:
+        if not 1 <= n_min <= n_max <= 255:
+            raise ValueError(f"need 1 <= n_min ({n_min}) <= n_max ({n_max}) <= 255")
+        self._core = load_core().Drafter(max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match)
+        self.cache = NativeSuffixCache(self._core.cache)
+        self._last_confidence: dict[str, np.ndarray] = {}  # per-row API only
+        self._bound_tokens: np.ndarray | None = None  # the TokenRows buffer the core reads
+        self._bind_outputs(1, 1)
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, tokenizer: str | None = None, **kwargs
+    ) -> "NativeHybridProposer":
+        """A drafter whose cache starts with a saved cache file's sequences (CacheFileError:
+        see cache_file.read_contents)."""
+        contents = read_contents(path, tokenizer)
+        proposer = cls(max_tokens, contents.max_depth, **kwargs)
+        proposer.cache.load_contents(contents)
+        return proposer
+
+    def feedback_batch(self, req_ids: Sequence[str], num_drafted: Sequence[int], num_accepted: Sequence[int]) -> None:
+        """Row i's last draft: its first `num_drafted[i]` tokens were verified, `num_accepted[i]`
+        accepted (both [num_rows])."""
+        self._core.feedback_rows(_as_list(req_ids), _ints(num_drafted), _ints(num_accepted))
+
+    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: Sequence[int]) -> DraftBatch:
+        """Row i: tokens[i] ([num_tokens_i], int32 or int64) is request req_ids[i]'s sequence so
+        far (it only grows between calls: the tokens not seen before are indexed); drafts at
+        most ks[i] tokens ([num_rows]). One call for the whole batch; with `TokenRows` (vLLM's
+        own buffer, bound once) no array is converted on the way in."""
+        ks = _ints(ks)
+        if isinstance(tokens, TokenRows):
+            return self._propose_rows(_as_list(req_ids), tokens, ks)
+        drafts, lengths, confidence = self._core.propose_batch(_as_list(req_ids), list(tokens), np.asarray(ks, dtype=np.int64))
+        return DraftBatch(drafts, lengths, confidence)
+
+    def _propose_rows(self, req_ids: list[str], rows: TokenRows, ks: list[int]) -> DraftBatch:
+        if rows.token_ids is not self._bound_tokens:
+            self._core.bind_tokens(rows.token_ids)
+            self._bound_tokens = rows.token_ids
+        num_rows = len(req_ids)
+        width = max(ks, default=0)
+        if num_rows > self._out_lengths.shape[0] or width > self._out_tokens.shape[1]:
+            self._bind_outputs(max(num_rows, self._out_lengths.shape[0]), max(width, self._out_tokens.shape[1]))
+        self._core.propose_rows(req_ids, rows.buffer_rows.tolist(), rows.lengths.tolist(), ks)
+        # copies: the bound outputs are overwritten by the next step
+        return DraftBatch(self._out_tokens[:num_rows, :width].copy(), self._out_lengths[:num_rows].copy(),
+                          self._out_conf[:num_rows, :width].copy())
+
+    def _bind_outputs(self, num_rows: int, width: int) -> None:
+        self._out_tokens = np.zeros((num_rows, width), dtype=np.int64)
+        self._out_lengths = np.zeros(num_rows, dtype=np.int64)
+        self._out_conf = np.zeros((num_rows, width))
+        self._core.bind_outputs(self._out_tokens, self._out_lengths, self._out_conf)
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        batch = self.propose_batch([req_id], [np.asarray(tokens)], [max(k, 0)])
+        self._last_confidence[req_id] = batch.row_confidence(0).copy()
+        return batch.draft(0).copy()
+
+    def confidence(self, req_id: str) -> np.ndarray:
+        return self._last_confidence.get(req_id, np.zeros(0))
+
+    def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
+        self.feedback_batch([req_id], np.array([num_drafted]), np.array([num_accepted]))
+
+    def best_confidence(self) -> float:
+        return self._core.best_confidence()
+
+    def forget(self, req_id: str) -> None:
+        self._last_confidence.pop(req_id, None)
+        self._core.forget(req_id)
+
+    def table_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The confidence table's (accepted, rejected) counts per bucket."""
+        accepted, rejected = self._core.table()
+        return np.asarray(accepted), np.asarray(rejected)
+
+    def memory_bytes(self) -> int:
+        """Bytes allocated by the cache and every active request's index."""
+        return self._core.memory_bytes()
+
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        """(size, bound) of each structure; bound None: per request, empty between calls. The
+        core keeps a request's own-text index and last draft's buckets in one record."""
+        return {"own_sequences": (self._core.num_requests, None),
+                "row_confidences": (len(self._last_confidence), None), **cache_sizes(self.cache)}
+
+    def save_cache(self, path: str, tokenizer: str | None = None) -> int:
+        self.cache.save(path, tokenizer)
+        return len(self.cache)
