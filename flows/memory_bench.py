@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None, help="shards, staging and DuckDB here (default: a temp folder)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # a benchmark phones nobody
     from flows.generation import speculative_generation
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="specdec-memory-"))
