@@ -6,7 +6,8 @@ writes `--shards` shards of `--rows` distinct prompts (ShareGPT first turns, the
 runs the speculative-generation flow over them in this process (Prefect's embedded server
 unless PREFECT_API_URL is set), and prints the resident memory (RSS) of the flow process and
 of every engine process after shard `--at` (the cross-request cache is at its bound by then
-with the default settings) and at the end, with the growth in per cent; then the drafter's
+with the default settings), every `--every` shards after it and at the end, with the growth
+from the first sample in per cent; then the drafter's
 per-request and bounded structures at the end. A figure to read, not a test: tests never
 time or weigh anything.
 """
@@ -45,20 +46,28 @@ def rss_by_process() -> dict[str, int]:
     return found
 
 
-def sample_after(staging: Path, at: int, into: dict[str, dict[str, int]], done: threading.Event) -> None:
-    """Once `at` shards are committed in staging, record every process's RSS."""
+def sample_every(staging: Path, at: int, every: int, into: dict[int, dict[str, int]],
+                 done: threading.Event) -> None:
+    """Record every process's RSS once `at` shards are committed in staging, then every `every`
+    shards: the curve tells a plateau (allocator caches filling up) from steady growth."""
+    want = at
     while not done.wait(0.5):
-        if len(list(staging.glob("*/shards/*/manifest.json"))) >= at:
-            into["after"] = rss_by_process()
-            return
+        committed = len(list(staging.glob("*/shards/*/manifest.json")))
+        if committed >= want:
+            into[committed] = rss_by_process()
+            want = committed + every
 
 
-def report(after: dict[str, int], end: dict[str, int], at: int) -> str:
-    lines = [f"{'process':<28} {'RSS after shard ' + str(at):>20} {'RSS at end':>12} {'growth':>8}"]
+def report(samples: dict[int, dict[str, int]], end: dict[str, int], at: int) -> str:
+    """RSS per process at each sample and at the end, and the growth from the first sample."""
+    first = samples.get(min(samples), {}) if samples else {}
+    heads = "".join(f"{'shard ' + str(n):>11}" for n in sorted(samples))
+    lines = [f"{'process':<28}{heads}{'end':>11} {'growth from shard ' + str(at):>20}"]
     for name, rss in end.items():
-        before = after.get(name)
+        cells = "".join(f"{samples[n].get(name, 0) / 2**20:>7.0f} MiB" for n in sorted(samples))
+        before = first.get(name)
         growth = f"{100.0 * (rss - before) / before:+.1f} %" if before else "n/a"
-        lines.append(f"{name:<28} {(before or 0) / 2**20:>17.0f} MiB {rss / 2**20:>8.0f} MiB {growth:>8}")
+        lines.append(f"{name:<28}{cells}{rss / 2**20:>7.0f} MiB {growth:>20}")
     return "\n".join(lines)
 
 
@@ -67,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=200)
     parser.add_argument("--rows", type=int, default=4, help="prompts per shard")
     parser.add_argument("--at", type=int, default=20, help="first measurement after this many shards")
+    parser.add_argument("--every", type=int, default=20, help="then one every this many shards")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--cache-max-tokens", type=int, default=5_000)
     parser.add_argument("--method", default="specdec")
@@ -78,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="specdec-memory-"))
     write_shards(work / "src", args.shards, args.rows)
-    samples: dict[str, dict[str, int]] = {}
+    samples: dict[int, dict[str, int]] = {}
     done = threading.Event()
-    sampler = threading.Thread(target=sample_after, args=(work / "staging", args.at, samples, done), daemon=True)
+    sampler = threading.Thread(target=sample_every,
+                               args=(work / "staging", args.at, args.every, samples, done), daemon=True)
     sampler.start()
     result = speculative_generation(
         source=str(work / "src"), db=str(work / "r.duckdb"), staging=str(work / "staging"), method=args.method,
@@ -88,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     done.set()
     end = rss_by_process()
     print(f"{result['num_prompts']} prompts in {result['num_shards']} shards, one engine ({work})")
-    print(report(samples.get("after", {}), end, args.at))
+    print(report(samples, end, args.at))
     for engine in engine_cache.engines():
         print("drafter and driver state at the end (size, bound):", engine.state_sizes())
     engine_cache.close_engines()
