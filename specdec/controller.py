@@ -78,13 +78,15 @@ class DraftController:
         its K, then the batch budget keeps the positions worth verifying (specdec.budget)."""
         lives = [self._observe(req_id, num_accepted) for req_id, _, num_accepted in rows]
         ks = [self.policy.next_k(live.state) for live in lives]
+        # Context the rows hold in the KV cache: all but the last token (it is scheduled next).
+        num_kv_tokens = sum(max(int(tokens.shape[0]) - 1, 0) for _, tokens, _ in rows)
         if cost is not None:
-            ks = self._skip_unaffordable(lives, ks, cost)
+            ks = self._skip_unaffordable(lives, ks, cost, num_kv_tokens)
         # Called with k = 0 too: a proposer may keep the sequence (the cache learns it at the end).
         drafts = [self.proposer.propose(req_id, tokens, k) for (req_id, tokens, _), k in zip(rows, ks, strict=True)]
         if cost is not None:
             gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
-            ks = allocate_drafts(gains, cost)
+            ks = allocate_drafts(gains, cost, num_kv_tokens)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
             assert draft.shape[0] <= k, (draft.shape[0], k)
@@ -92,14 +94,16 @@ class DraftController:
             live.pending_draft = int(draft.shape[0])
         return drafts
 
-    def _skip_unaffordable(self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel) -> list[int]:
+    def _skip_unaffordable(
+        self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel, num_kv_tokens: int
+    ) -> list[int]:
         """K = 0 for rows whose most confident token could not pay for itself in this step:
         the budget would cut their whole draft, so the lookups are not worth running (at
         large batches they cost a few per cent of a step)."""
         best_confidence = getattr(self.proposer, "best_confidence", None)
         if best_confidence is None:
             return ks
-        threshold = first_draft_threshold(len(lives), cost)
+        threshold = first_draft_threshold(len(lives), cost, num_kv_tokens)
         ceiling = min(best_confidence(), self.MAX_TOKEN_GAIN)
         overall = self._overall_rate()
         return [
