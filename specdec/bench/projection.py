@@ -1,0 +1,209 @@
+"""Projected throughput at real batch sizes: every method replayed in batches, every step
+priced by a step-time model (`specdec bench --engine replay --cost ...`).
+
+Acceptance comes from replaying the bundled model's greedy outputs (what each drafter would
+have had accepted, step by step); the time of each step comes from the cost model (e.g. the
+published Llama-3.1-8B / H100 fit) plus the drafter's own time. A projection therefore says
+what our drafter and budget would do on that hardware if the target accepted what the
+bundled model accepts; it is not a measurement.
+
+Every method is priced the same way. Methods with a fixed K are replayed for every K of the
+sweep and shown at their best K for each batch size and cost model; `specdec` runs at the
+largest K, its batch budget sizing the drafts from a step-cost model it learns from the
+simulated step times (never handed the cost model itself). `oracle` drafts the target's own
+tokens, always accepted, at no drafting cost: the ceiling any drafter can reach.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from specdec.bench.batched_replay import SimulatedStepTimer, Simulation, simulate
+from specdec.bench.cost_models import CostModel
+from specdec.bench.pricing import DraftCost, Priced, price
+from specdec.bench.records import ProjectionRecord
+from specdec.bench.replay_bench import NullProposer, expected_output
+from specdec.config import PolicyConfig, SpecConfig
+from specdec.controller import DraftController
+from specdec.drafting.base import Proposer
+from specdec.engines.replay import ReplayRequest
+from specdec.stats import ShardStats
+
+FIXED = PolicyConfig(adaptive=False)
+STARTED_FROM = "cold cross-request cache; a request joins when one finishes (vLLM max_num_seqs)"
+
+# vLLM's own drafters, per request per step (DESIGN.md "Speed anchors", measured in the
+# project on the same synthetic contexts): the numba n-gram proposer 7-12 us, arctic's C++
+# suffix cache 18-25 us, plus about 4 us per output token to update its tree (arctic's PRs).
+NGRAM_DRAFT = DraftCost(per_row_s=10e-6, source="vLLM numba n-gram, 10 us per row per step")
+SUFFIX_DRAFT = DraftCost(per_row_s=20e-6, per_emitted_token_s=4e-6,
+                         source="arctic suffix cache, 20 us per row + 4 us per output token")
+OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the controller's call")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectedMethod:
+    name: str
+    make_controller: Callable[[int, Sequence[ReplayRequest]], DraftController]  # (K, the requests)
+    draft_cost: DraftCost
+    budget: bool = False  # the batch budget sizes drafts, learning the step cost in the loop
+    tuned_k: bool = True  # replayed for every K, shown at its best
+
+
+class OracleProposer:
+    """Drafts the target's own next tokens: every draft is accepted."""
+
+    def __init__(self, requests: Sequence[ReplayRequest]) -> None:
+        self._sequences = {
+            r.id: np.concatenate([np.asarray(r.prompt_token_ids, dtype=np.int64), np.asarray(r.greedy_tokens, dtype=np.int64)])
+            for r in requests
+        }
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        n = int(tokens.shape[0])
+        return self._sequences[req_id][n : n + max(k, 0)]
+
+    def forget(self, req_id: str) -> None:
+        return None
+
+
+def _fixed(method: str, proposer: Callable[[int, Sequence[ReplayRequest]], Proposer]):
+    def make(k: int, requests: Sequence[ReplayRequest]) -> DraftController:
+        return DraftController(SpecConfig(method=method, k_max=k, policy=FIXED), proposer(k, requests))
+
+    return make
+
+
+def projected_methods() -> dict[str, ProjectedMethod]:
+    from specdec.engines.baselines import VllmNgramProposer
+
+    ours = lambda k, _: DraftController(SpecConfig(method="specdec", k_max=k))  # noqa: E731
+    methods = [
+        ProjectedMethod("none", _fixed("none", lambda k, _: NullProposer()), DraftCost(), tuned_k=False),
+        ProjectedMethod("ngram", _fixed("ngram", lambda k, _: VllmNgramProposer(5, 5)), NGRAM_DRAFT),
+        ProjectedMethod("ngram[2..5]", _fixed("ngram", lambda k, _: VllmNgramProposer(2, 5)), NGRAM_DRAFT),
+        ProjectedMethod("specdec", ours, OUR_DRAFT, budget=True, tuned_k=False),
+        ProjectedMethod("specdec[no-budget]", ours, OUR_DRAFT),
+        # Any speculative method name will do: the proposer is given.
+        ProjectedMethod("oracle", _fixed("ngram", lambda k, reqs: OracleProposer(reqs)), DraftCost()),
+    ]
+    methods[3:3] = _suffix_methods()
+    return {m.name: m for m in methods}
+
+
+def _suffix_methods() -> list[ProjectedMethod]:
+    try:
+        from specdec.drafting.suffix_baseline import ArcticSuffixProposer  # needs arctic-inference
+    except ImportError:
+        return []
+    return [
+        # As vLLM runs it: at most min(K, 1.0 x match length + 0) tokens.
+        ProjectedMethod("suffix", _fixed("suffix", lambda k, _: ArcticSuffixProposer()), SUFFIX_DRAFT),
+        # K tokens whatever the match length (the tree's probabilities still cut it).
+        ProjectedMethod("suffix[fixed-K]", _fixed("suffix", lambda k, _: ArcticSuffixProposer(
+            max_spec_factor=0.0, max_spec_offset=float(k))), SUFFIX_DRAFT),
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    method: ProjectedMethod
+    k: int
+    batch_size: int
+    cost: CostModel
+    priced: Priced
+    simulation: Simulation
+
+
+def project(
+    requests: Sequence[ReplayRequest],
+    dataset: str,
+    methods: Sequence[ProjectedMethod],
+    ks: Sequence[int],
+    batch_sizes: Sequence[int],
+    costs: Sequence[CostModel],
+    max_model_len: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[ProjectionRecord]:
+    """Records for every method, K, batch size and cost model (batch sizes larger than the
+    prompt set are skipped: every prompt is used once, never repeated)."""
+    runs: list[_Run] = []
+    for batch_size in batch_sizes:
+        if batch_size > len(requests):
+            progress(f"{dataset}: batch {batch_size} skipped: only {len(requests)} prompts")
+            continue
+        for method in methods:
+            for k in _ks(method, ks):
+                runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len)
+                progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
+    return _records(runs, dataset, requests)
+
+
+def _ks(method: ProjectedMethod, ks: Sequence[int]) -> list[int]:
+    if method.name == "none":
+        return [0]
+    return list(ks) if method.tuned_k else [max(ks)]
+
+
+def _simulate_and_price(
+    requests: Sequence[ReplayRequest], method: ProjectedMethod, k: int, batch_size: int,
+    costs: Sequence[CostModel], max_model_len: int,
+) -> list[_Run]:
+    """Without the budget a replay's decisions do not depend on the clock: one replay per
+    scheduler token budget serves every cost model with that budget."""
+    runs = []
+    shared: dict[int, Simulation] = {}
+    for cost in costs:
+        controller = method.make_controller(k, requests)
+        if method.budget:
+            learner = SimulatedStepTimer(cost, k, batch_size, max_model_len)
+            sim = simulate(requests, controller, batch_size, cost.max_batched_tokens, learner)
+        else:
+            if cost.max_batched_tokens not in shared:
+                shared[cost.max_batched_tokens] = simulate(requests, controller, batch_size, cost.max_batched_tokens)
+            sim = shared[cost.max_batched_tokens]
+        runs.append(_Run(method, k, batch_size, cost, price(sim.log, cost, method.draft_cost), sim))
+    return runs
+
+
+def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest]) -> list[ProjectionRecord]:
+    none = {(r.batch_size, r.cost.name): r for r in runs if r.method.name == "none"}
+    expected = [expected_output(req) for req in requests]
+    records = []
+    for run in runs:
+        total = ShardStats.aggregate(r.stats for r in run.simulation.results)
+        base = none.get((run.batch_size, run.cost.name))
+        rate = run.priced.tokens_per_s(total.num_output_tokens)
+        decode_rate = run.priced.decode_tokens_per_s(total.num_output_tokens, len(requests))
+        base_total = ShardStats.aggregate(r.stats for r in base.simulation.results) if base else None
+        base_rate = base.priced.tokens_per_s(base_total.num_output_tokens) if base and base_total else float("nan")
+        base_decode = (base.priced.decode_tokens_per_s(base_total.num_output_tokens, len(requests))
+                       if base and base_total else float("nan"))
+        records.append(ProjectionRecord(
+            method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
+            dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
+            mean_running=run.priced.mean_running, projected_tokens_per_s=rate,
+            projected_decode_tokens_per_s=decode_rate, speedup_vs_none=rate / base_rate,
+            decode_speedup_vs_none=decode_rate / base_decode,
+            tokens_per_forward=run.priced.tokens_per_forward(total.num_output_tokens, len(requests)),
+            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=run.priced.mean_drafted_per_row_step,
+            drafting_share=run.priced.draft_seconds / run.priced.seconds if run.priced.seconds else 0.0,
+            best_k=False, outputs_identical_to_none=[r.output_token_ids for r in run.simulation.results] == expected,
+            started_from=STARTED_FROM, draft_cost=run.method.draft_cost.source,
+            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens, tokens_per_s=rate,
+        ))
+    return mark_best_k(records)
+
+
+def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
+    """`best_k` on the fastest K of each method, dataset, batch size and cost model."""
+    best: dict[tuple, ProjectionRecord] = {}
+    for r in records:
+        key = (r.method, r.dataset, r.batch_size, r.cost_model)
+        if key not in best or r.projected_tokens_per_s > best[key].projected_tokens_per_s:
+            best[key] = r
+    chosen = {id(r) for r in best.values()}
+    return [dataclasses.replace(r, best_k=id(r) in chosen) for r in records]
