@@ -8,9 +8,10 @@ import pytest
 
 from specdec.bench import command
 from specdec.bench.cost_models import CostModel, h100_llama3_8b
-from specdec.bench.projection import OracleProposer, project, projected_methods
+from specdec.bench.projection import NGRAM_DRAFT, OracleProposer, ProjectedMethod, fixed_k_controller, project, projected_methods
 from specdec.bench.projection_report import render_projection_table, shown
 from specdec.budget import StepCost
+from specdec.drafting.ngram import NgramProposer
 from specdec.engines.replay import ReplayRequest
 
 REQUIRED = ("dataset", "method", "k_max", "batch_size", "cost_model", "projected_tokens_per_s", "speedup_vs_none")
@@ -27,9 +28,14 @@ def scripted(name: str, per_token_s: float) -> CostModel:
     return CostModel(name, StepCost(0.01, 0.0, per_token_s, 1e-7), 0.0, 4096, "test")
 
 
+# Our own numpy lookup stands in for vLLM's n-gram drafter (importing vLLM and compiling
+# its numba code takes tens of seconds); the projection treats both alike.
+LOOKUP = ProjectedMethod("ngram", fixed_k_controller("ngram", lambda k, _: NgramProposer(2, 5)), NGRAM_DRAFT)
+
+
 @pytest.fixture(scope="module")
 def records():
-    methods = [m for name, m in projected_methods().items() if name in ("none", "ngram", "specdec", "oracle")]
+    methods = [m for name, m in projected_methods().items() if name in ("none", "specdec", "oracle")] + [LOOKUP]
     costs = [scripted("weights-bound", 1e-6), scripted("compute-bound", 5e-3)]
     return project(synthetic(), "synthetic", methods, [1, 2, 4], [1, 4, 16], costs, 4096)
 
@@ -94,6 +100,17 @@ def test_h100_projection_keeps_verification_cheap_at_batch_one():
     assert oracle.tokens_per_forward > 4.0 and oracle.speedup_vs_none > 3.5
 
 
+def test_drafting_cost_figures_price_every_step():
+    from specdec.bench.projection import draft_cost_figure
+
+    cost = draft_cost_figure("20+4")
+    log = {"num_proposed": np.array([2.0, 3.0]), "num_emitted": np.array([5.0, 1.0])}
+    assert cost.seconds(log).tolist() == pytest.approx([2 * 20e-6 + 5 * 4e-6, 3 * 20e-6 + 4e-6])
+    assert draft_cost_figure("7").per_emitted_token_s == 0.0
+    with pytest.raises(ValueError, match="ROW or ROW"):
+        draft_cost_figure("fast")
+
+
 def test_parse_ks():
     assert command.parse_ks("1-4,8") == [1, 2, 3, 4, 8]
     assert command.parse_ks("3,1") == [1, 3]
@@ -107,14 +124,15 @@ def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, 
     cost_file.write_text(json.dumps({"per_kv_token_s": 1e-7, "per_token_s": 1e-4, "fixed_s": 0.01, "per_step_overhead_s": 0.002}))
     out = tmp_path / "bench.json"
     argv = ["bench", "--engine", "replay", "--input", "humaneval", "--limit", "2", "--k", "1-2", "--batch-sizes", "1,4,8",
-            "--methods", "ngram,specdec", "--cost", "h100-llama3-8b", "--cost", str(cost_file),
+            "--methods", "oracle,specdec", "--cost", "h100-llama3-8b", "--cost", str(cost_file), "--specdec-draft-us", "20+4",
             "--json", str(out), "--plots", str(tmp_path / "plots")]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "batch 8 skipped: only 6 prompts" in printed
     assert "projected on h100-llama3-8b" in printed and "projected on slow-gpu" in printed
     rows = json.loads(out.read_text())
-    assert {r["method"] for r in rows} == {"none", "ngram", "specdec"}
+    assert {r["method"] for r in rows} == {"none", "oracle", "specdec"}
     assert {r["cost_model"] for r in rows} == {"h100-llama3-8b", "slow-gpu"}
     assert all(all(f in r for f in REQUIRED) for r in rows)
+    assert {r["draft_cost"] for r in rows if r["method"] == "specdec"} == {"figure: 20 us per row per step + 4 us per output token"}
     assert (tmp_path / "plots" / "projected_speedup_vs_batch.png").stat().st_size > 1000

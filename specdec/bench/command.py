@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost", action="append", default=None,
                    help="replay: price batched steps with this step-time model: "
                         f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable")
+    p.add_argument("--specdec-draft-us", default=None, metavar="ROW[+TOKEN]",
+                   help="replay with --cost: price our drafter at this many microseconds per row per step "
+                        "(+ per output token) instead of its measured CPU time")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--min-prompts", type=int, default=16,
                    help="vllm engine: prompts measured per batch size (at least one full batch)")
@@ -136,11 +139,11 @@ def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: Generation
 
 
 def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: GenerationParams, args) -> list:
-    from specdec.bench.projection import project, projected_methods
+    from specdec.bench.projection import OUR_DRAFT, draft_cost_figure, project, projected_methods
     from specdec.bench.projection_report import render_projection_table
 
     requests, tokenizer = tokenized
-    available = projected_methods()
+    available = projected_methods(draft_cost_figure(args.specdec_draft_us) if args.specdec_draft_us else OUR_DRAFT)
     names = _method_names(args.methods, list(available), allowed=set(available))
     if "none" not in names:
         names.insert(0, "none")  # the speed-ups are against it

@@ -26,7 +26,7 @@ from specdec.bench.cost_models import CostModel
 from specdec.bench.pricing import DraftCost, Priced, price
 from specdec.bench.records import ProjectionRecord
 from specdec.bench.replay_bench import NullProposer, expected_output
-from specdec.config import PolicyConfig, SpecConfig
+from specdec.config import ConfigError, PolicyConfig, SpecConfig
 from specdec.controller import DraftController
 from specdec.drafting.base import Proposer
 from specdec.engines.replay import ReplayRequest
@@ -41,7 +41,18 @@ STARTED_FROM = "cold cross-request cache; a request joins when one finishes (vLL
 NGRAM_DRAFT = DraftCost(per_row_s=10e-6, source="vLLM numba n-gram, 10 us per row per step")
 SUFFIX_DRAFT = DraftCost(per_row_s=20e-6, per_emitted_token_s=4e-6,
                          source="arctic suffix cache, 20 us per row + 4 us per output token")
-OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the controller's call")
+OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the controller's calls")
+
+
+def draft_cost_figure(text: str) -> DraftCost:
+    """`ROW` or `ROW+TOKEN` microseconds: per row per step, plus per output token."""
+    row, _, token = text.partition("+")
+    try:
+        per_row, per_token = float(row), float(token or 0.0)
+    except ValueError as exc:
+        raise ConfigError(f"drafting cost {text!r}: expected ROW or ROW+TOKEN microseconds") from exc
+    return DraftCost(per_row_s=per_row * 1e-6, per_emitted_token_s=per_token * 1e-6,
+                     source=f"figure: {per_row:g} us per row per step + {per_token:g} us per output token")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,25 +81,27 @@ class OracleProposer:
         return None
 
 
-def _fixed(method: str, proposer: Callable[[int, Sequence[ReplayRequest]], Proposer]):
+def fixed_k_controller(method: str, proposer: Callable[[int, Sequence[ReplayRequest]], Proposer]):
     def make(k: int, requests: Sequence[ReplayRequest]) -> DraftController:
         return DraftController(SpecConfig(method=method, k_max=k, policy=FIXED), proposer(k, requests))
 
     return make
 
 
-def projected_methods() -> dict[str, ProjectedMethod]:
+def projected_methods(our_draft: DraftCost = OUR_DRAFT) -> dict[str, ProjectedMethod]:
+    """The methods a projection compares; `our_draft` prices our drafter (default: its
+    measured time; a figure answers what a faster implementation of it would project)."""
     from specdec.engines.baselines import VllmNgramProposer
 
     ours = lambda k, _: DraftController(SpecConfig(method="specdec", k_max=k))  # noqa: E731
     methods = [
-        ProjectedMethod("none", _fixed("none", lambda k, _: NullProposer()), DraftCost(), tuned_k=False),
-        ProjectedMethod("ngram", _fixed("ngram", lambda k, _: VllmNgramProposer(5, 5)), NGRAM_DRAFT),
-        ProjectedMethod("ngram[2..5]", _fixed("ngram", lambda k, _: VllmNgramProposer(2, 5)), NGRAM_DRAFT),
-        ProjectedMethod("specdec", ours, OUR_DRAFT, budget=True, tuned_k=False),
-        ProjectedMethod("specdec[no-budget]", ours, OUR_DRAFT),
+        ProjectedMethod("none", fixed_k_controller("none", lambda k, _: NullProposer()), DraftCost(), tuned_k=False),
+        ProjectedMethod("ngram", fixed_k_controller("ngram", lambda k, _: VllmNgramProposer(5, 5)), NGRAM_DRAFT),
+        ProjectedMethod("ngram[2..5]", fixed_k_controller("ngram", lambda k, _: VllmNgramProposer(2, 5)), NGRAM_DRAFT),
+        ProjectedMethod("specdec", ours, our_draft, budget=True, tuned_k=False),
+        ProjectedMethod("specdec[no-budget]", ours, our_draft),
         # Any speculative method name will do: the proposer is given.
-        ProjectedMethod("oracle", _fixed("ngram", lambda k, reqs: OracleProposer(reqs)), DraftCost()),
+        ProjectedMethod("oracle", fixed_k_controller("ngram", lambda k, reqs: OracleProposer(reqs)), DraftCost()),
     ]
     methods[3:3] = _suffix_methods()
     return {m.name: m for m in methods}
@@ -101,9 +114,9 @@ def _suffix_methods() -> list[ProjectedMethod]:
         return []
     return [
         # As vLLM runs it: at most min(K, 1.0 x match length + 0) tokens.
-        ProjectedMethod("suffix", _fixed("suffix", lambda k, _: ArcticSuffixProposer()), SUFFIX_DRAFT),
+        ProjectedMethod("suffix", fixed_k_controller("suffix", lambda k, _: ArcticSuffixProposer()), SUFFIX_DRAFT),
         # K tokens whatever the match length (the tree's probabilities still cut it).
-        ProjectedMethod("suffix[fixed-K]", _fixed("suffix", lambda k, _: ArcticSuffixProposer(
+        ProjectedMethod("suffix[fixed-K]", fixed_k_controller("suffix", lambda k, _: ArcticSuffixProposer(
             max_spec_factor=0.0, max_spec_offset=float(k))), SUFFIX_DRAFT),
     ]
 
