@@ -23,7 +23,7 @@ from specdec.config import SpecConfig
 from specdec.drafting.base import Proposer
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from specdec.drafting.native_cache import make_cache
 from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
 
@@ -40,10 +40,8 @@ def default_proposer(config: SpecConfig) -> Proposer:
     """specdec's proposer: own-text lookup + cross-request cache (or lookup alone)."""
     if not config.cache:
         return NgramProposer(config.lookup_min, config.lookup_max)
-    if config.cache_file and Path(config.cache_file).exists():
-        cache = SuffixTrieCache.load(config.cache_file, max_nodes=config.cache_max_nodes)
-    else:
-        cache = SuffixTrieCache(max_nodes=config.cache_max_nodes)
+    path = config.cache_file if config.cache_file and Path(config.cache_file).exists() else None
+    cache = make_cache(config.cache_max_nodes, path)
     return HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
 
 
@@ -158,7 +156,7 @@ class DraftController:
     def save_cache(self, path: str) -> int:
         """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
         cache = getattr(self.proposer, "cache", None)
-        if not isinstance(cache, SuffixTrieCache):
+        if cache is None or not hasattr(cache, "save"):  # a baseline's cache (arctic's) is not ours
             return 0
         cache.save(path)
         return len(cache)

@@ -1,12 +1,18 @@
-"""The cross-request cache: invariants under random insert/evict, a naive oracle for
-matches, persistence round trip; and the hybrid proposer's choices."""
+"""The cross-request cache, both implementations (the Python trie and arctic's compiled
+tree): invariants under random insert/evict, a naive oracle for matches, persistence round
+trip; and the hybrid proposer's choices."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdec.drafting.hybrid import HybridProposer
+from specdec.drafting.native_cache import NativeSuffixCache, make_cache, native_available
 from specdec.drafting.suffix_cache import SuffixTrieCache
+
+CACHES = [SuffixTrieCache] + ([NativeSuffixCache] if native_available() else [])
+each_cache = pytest.mark.parametrize("Cache", CACHES, ids=lambda c: c.__name__)
 
 seqs_st = st.lists(st.lists(st.integers(0, 4), min_size=0, max_size=25), min_size=1, max_size=8)
 
@@ -45,14 +51,54 @@ def test_matches_agree_with_a_naive_scan(seqs, context, depth):
         assert draft.tokens.size == 0
 
 
+def naive_continuation(sequences, pattern):
+    """How often `pattern` occurs in the sequences and the tokens that follow it."""
+    n = len(pattern)
+    occurrences = [(seq, i) for seq in sequences for i in range(len(seq) - n + 1) if seq[i : i + n] == pattern]
+    return len(occurrences), [seq[i + n] for seq, i in occurrences if i + n < len(seq)]
+
+
+@pytest.mark.skipif(not native_available(), reason="arctic-inference's suffix tree is not installed")
+@settings(max_examples=200, deadline=None)
+@given(seqs=seqs_st, context=st.lists(st.integers(0, 4), min_size=1, max_size=12), depth=st.integers(4, 10),
+       min_prob=st.sampled_from([0.0, 0.3]))
+def test_compiled_cache_drafts_the_counts_of_the_match_it_chose(seqs, context, depth, min_prob):
+    """arctic's tree picks among the context's suffixes the one whose continuation scores
+    best (not always the longest); whichever it picks, its draft must be that suffix's most
+    frequent continuation with the empirical probabilities, cut at `min_prob`."""
+    cache = NativeSuffixCache(max_depth=depth)
+    for i, seq in enumerate(seqs):
+        cache.insert(str(i), np.array(seq, dtype=np.int64))
+    k = 3
+    draft = cache.speculate(np.array(context, dtype=np.int64), k, min_prob)
+    longest, _, nexts = naive_speculate(seqs, context, k, depth)
+    if not nexts:
+        assert draft.tokens.size == 0
+        return
+    if draft.tokens.size == 0:  # only a cut may leave nothing: no continuation that sure
+        assert min_prob > 0
+        return
+    assert 1 <= draft.match_len <= longest
+    pattern = list(context[-draft.match_len:])
+    cumulative = 1.0
+    for token, prob in zip(draft.tokens.tolist(), draft.probs.tolist()):
+        total, following = naive_continuation(seqs, pattern)
+        assert following.count(token) == max(following.count(t) for t in set(following))
+        assert prob == pytest.approx(following.count(token) / total, rel=1e-5)
+        cumulative *= prob
+        assert cumulative >= min_prob - 1e-6
+        pattern.append(token)
+
+
+@each_cache
 @settings(max_examples=100, deadline=None)
 @given(
     ops=st.lists(st.tuples(st.sampled_from(["insert", "remove"]), st.integers(0, 5),
                            st.lists(st.integers(0, 3), max_size=20)), max_size=25),
     budget=st.integers(1, 60),
 )
-def test_invariants_hold_under_random_inserts_and_evictions(ops, budget):
-    cache = SuffixTrieCache(max_depth=5, max_nodes=budget)
+def test_invariants_hold_under_random_inserts_and_evictions(Cache, ops, budget):
+    cache = Cache(max_depth=5, max_nodes=budget)
     for op, key, seq in ops:
         if op == "insert":
             cache.insert(str(key), np.array(seq, dtype=np.int64))
@@ -71,13 +117,14 @@ def test_extending_a_sequence_counts_like_inserting_it_whole(seq, cut, depth):
     grown.check_invariants()  # includes: equal to a rebuild from the whole sequence
 
 
-def test_persistence_round_trip(tmp_path):
+@each_cache
+def test_persistence_round_trip(Cache, tmp_path):
     rng = np.random.default_rng(0)
-    cache = SuffixTrieCache(max_depth=6)
+    cache = Cache(max_depth=6)
     for i in range(20):
         cache.insert(f"r{i}", rng.integers(0, 7, size=40))
     cache.save(tmp_path / "cache.npz")
-    loaded = SuffixTrieCache.load(tmp_path / "cache.npz")
+    loaded = Cache.load(tmp_path / "cache.npz")
     loaded.check_invariants()
     assert loaded.num_nodes == cache.num_nodes and len(loaded) == len(cache)
     context = rng.integers(0, 7, size=10)
@@ -85,8 +132,9 @@ def test_persistence_round_trip(tmp_path):
     assert a.tokens.tolist() == b.tokens.tolist() and a.match_len == b.match_len
 
 
-def test_low_confidence_continuations_are_cut():
-    cache = SuffixTrieCache(max_depth=8)
+@each_cache
+def test_low_confidence_continuations_are_cut(Cache):
+    cache = Cache(max_depth=8)
     for i, tail in enumerate([[9, 9], [9, 8], [9, 7], [9, 6]]):  # after 1 2 3: 9, then anything
         cache.insert(str(i), np.array([1, 2, 3, *tail]))
     sure = cache.speculate(np.array([5, 1, 2, 3]), k=4, min_prob=0.0)
@@ -95,8 +143,9 @@ def test_low_confidence_continuations_are_cut():
     assert cut.tokens.tolist() == [9]
 
 
-def test_hybrid_uses_finished_requests_and_prefers_longer_evidence():
-    proposer = HybridProposer(SuffixTrieCache(max_depth=12), n_min=2, n_max=8)
+@each_cache
+def test_hybrid_uses_finished_requests_and_prefers_longer_evidence(Cache):
+    proposer = HybridProposer(Cache(max_depth=12), n_min=2, n_max=8)
     first = np.array([10, 11, 12, 13, 14, 15, 16])
     assert proposer.propose("a", first, 3).tolist() == []  # nothing seen yet
     proposer.forget("a")  # finished: its tokens enter the cache
@@ -104,3 +153,12 @@ def test_hybrid_uses_finished_requests_and_prefers_longer_evidence():
     # own text has a longer match than the cache: own continuation wins
     own = np.array([7, 11, 12, 13, 99, 7, 11, 12, 13])
     assert proposer.propose("c", own, 2).tolist() == [99, 7]
+
+
+def test_the_compiled_cache_is_used_where_installed_and_files_move_between_both(tmp_path):
+    python = SuffixTrieCache(max_depth=24)
+    python.insert("a", np.arange(30))
+    python.save(tmp_path / "cache.npz")
+    loaded = make_cache(1000, tmp_path / "cache.npz")
+    assert isinstance(loaded, NativeSuffixCache if native_available() else SuffixTrieCache)
+    assert "a" in loaded and loaded.speculate(np.array([7, 8]), 3).tokens.tolist() == [9, 10, 11]

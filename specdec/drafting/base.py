@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from specdec.drafting.suffix_cache import CacheDraft
 
 
 class Proposer(Protocol):
@@ -34,3 +38,22 @@ class ConfidentProposer(Proposer, Protocol):
     def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
         """The first `num_drafted` tokens of the last draft were verified, `num_accepted` accepted."""
         ...
+
+
+class DraftCache(Protocol):
+    """The cross-request cache (drafting/suffix_cache.py, the Python reference, and
+    drafting/native_cache.py on arctic's compiled suffix tree)."""
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, seq_id: str) -> bool: ...
+
+    def insert(self, seq_id: str, tokens: np.ndarray) -> None:
+        """Count every substring of a finished sequence (evicting the oldest past the budget)."""
+        ...
+
+    def speculate(self, context: np.ndarray, k: int, min_prob: float = 0.0) -> CacheDraft:
+        """The most frequent continuation of the longest cached suffix of `context`."""
+        ...
+
+    def save(self, path: str | Path) -> None: ...

@@ -20,7 +20,7 @@ import numpy as np
 
 from specdec.drafting.confidence import ConfidenceTable, cache_buckets, own_bucket
 from specdec.drafting.ngram import ngram_match
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from specdec.drafting.base import DraftCache
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE = (_EMPTY, _EMPTY)
@@ -29,7 +29,7 @@ _NONE = (_EMPTY, _EMPTY)
 class HybridProposer:
     def __init__(
         self,
-        cache: SuffixTrieCache,
+        cache: DraftCache,
         n_min: int = 2,
         n_max: int = 16,
         min_prob: float = 0.1,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ class CacheDraft:
     match_len: int  # how many context tokens matched before the draft
 
 
-_NO_DRAFT = CacheDraft(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
+NO_DRAFT = CacheDraft(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
 
 
 class SuffixTrieCache:
@@ -124,7 +125,7 @@ class SuffixTrieCache:
         # would have nothing under it to draft.
         node, match_len = self._longest_match(context, max(self.max_depth - 1 - k, 1))
         if node is None or k <= 0:
-            return _NO_DRAFT
+            return NO_DRAFT
         tokens: list[int] = []
         probs: list[float] = []
         cumulative = 1.0
@@ -172,23 +173,33 @@ class SuffixTrieCache:
 
     def save(self, path: str | Path) -> None:
         """Write the cached sequences (the trie is rebuilt on load)."""
-        path = Path(path)
-        ids = list(self._sequences)
-        arrays = {f"s{i}": seq for i, seq in enumerate(self._sequences.values())}
-        meta = json.dumps({"max_depth": self.max_depth, "max_nodes": self.max_nodes, "ids": ids})
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
-        tmp.replace(path)
+        save_sequences(path, self._sequences, self.max_depth, self.max_nodes)
 
     @classmethod
     def load(cls, path: str | Path, max_nodes: int | None = None) -> "SuffixTrieCache":
         """Rebuild a saved cache (under `max_nodes` if given: the oldest sequences go first)."""
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            cache = cls(meta["max_depth"], max_nodes or meta["max_nodes"])
-            for i, seq_id in enumerate(meta["ids"]):
-                cache.insert(seq_id, data[f"s{i}"])
+        max_depth, saved_max_nodes, sequences = load_sequences(path)
+        cache = cls(max_depth, max_nodes or saved_max_nodes)
+        for seq_id, seq in sequences:
+            cache.insert(seq_id, seq)
         return cache
+
+
+def save_sequences(path: str | Path, sequences: Mapping[str, np.ndarray], max_depth: int, max_nodes: int) -> None:
+    """A cache file: its sequences, oldest first, and its sizes (either cache reads it)."""
+    path = Path(path)
+    arrays = {f"s{i}": seq for i, seq in enumerate(sequences.values())}
+    meta = json.dumps({"max_depth": max_depth, "max_nodes": max_nodes, "ids": list(sequences)})
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
+    tmp.replace(path)
+
+
+def load_sequences(path: str | Path) -> tuple[int, int, list[tuple[str, np.ndarray]]]:
+    """(max_depth, max_nodes, [(id, tokens)] oldest first) of a cache file."""
+    with np.load(path, allow_pickle=False) as data:
+        meta = json.loads(str(data["meta"]))
+        return meta["max_depth"], meta["max_nodes"], [(seq_id, data[f"s{i}"]) for i, seq_id in enumerate(meta["ids"])]
 
 
 def _same_counts(a: _Node, b: _Node) -> bool:
