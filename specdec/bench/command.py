@@ -41,6 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost", action="append", default=None,
                    help="replay: price batched steps with this step-time model: "
                         f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable")
+    p.add_argument("--check-engine", action="store_true",
+                   help="replay with --cost: also measure the real engine on the same prompts at batch 1 and the "
+                        "largest batch size, in interleaved rounds, and print it beside the projection")
+    p.add_argument("--rounds", type=int, default=3, help="--check-engine: interleaved rounds (medians reported)")
     p.add_argument("--specdec-draft-us", default=None, metavar="ROW[+TOKEN]",
                    help="replay with --cost: price our drafter at this many microseconds per row per step "
                         "(+ per output token) instead of its measured CPU time")
@@ -143,6 +147,13 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     from specdec.bench.projection_report import render_projection_table
 
     requests, tokenizer = tokenized
+    reference = _reference(requests, tokenizer, engine_cfg, params)
+    warmup: list = []
+    if args.check_engine:  # the engines warm up on the last two prompts; both sides measure the others
+        from specdec.bench.engine_check import check_batch_sizes
+
+        check_batch_sizes(_batch_sizes(args))
+        requests, warmup, reference = requests[:-2], requests[-2:], reference[:-2]
     available = projected_methods(draft_cost_figure(args.specdec_draft_us) if args.specdec_draft_us else OUR_DRAFT)
     names = _method_names(args.methods, list(available), allowed=set(available))
     if "none" not in names:
@@ -151,12 +162,30 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     costs = [cost_models.resolve(c, calibrated) for c in args.cost]
     for cost in costs:
         print(cost.describe())
-    reference = _reference(requests, tokenizer, engine_cfg, params)
     records = project(reference, dataset, [available[n] for n in names], ks, _batch_sizes(args), costs,
                       engine_cfg.max_model_len, progress=lambda line: print(line, flush=True))
     print()
     print(render_projection_table(records))
+    if args.check_engine:
+        _check_engine(records, requests, warmup, names, ks, engine_cfg, args)
     return records
+
+
+def _check_engine(records, requests, warmup, names, ks, engine_cfg: EngineConfig, args) -> None:
+    from specdec.bench.engine_check import measure, render_check
+    from specdec.bench.throughput import engine_methods
+
+    if len(ks) != 1:
+        raise ConfigError("--check-engine runs each engine at one K: pass a single --k")
+    specs = engine_methods(ks[0])
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise ConfigError(f"--check-engine: no real-engine method for {unknown}")
+    measured = measure({n: specs[n] for n in names}, engine_cfg, requests, warmup, _batch_sizes(args), args.rounds,
+                       progress=lambda line: print(line, flush=True))
+    for cost in dict.fromkeys(r.cost_model for r in records):
+        print()
+        print(render_check([r for r in records if r.cost_model == cost], measured))
 
 
 def _batch_sizes(args) -> list[int]:
