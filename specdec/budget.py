@@ -118,14 +118,15 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, num_kv_tok
     return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
 
 
-def first_draft_threshold(num_rows: int, cost: StepCostModel, num_kv_tokens: int) -> float:
+def first_draft_threshold(num_rows: int, cost: StepCostModel, num_kv_tokens: int, lookup_s: float = 0.0) -> float:
     """The acceptance probability a draft token needs, at the least, to pay for itself in a
-    step of `num_rows` rows: its gain against the time it adds to a step without drafts.
-    Further tokens face a higher bar (each one taken raises the step's tokens per second),
-    so a row whose best token stays below this gets nothing from `allocate_drafts`."""
+    step of `num_rows` rows: its gain against the time it adds to a step without drafts
+    (verifying it, plus `lookup_s`, the drafter's time to find it). Further tokens face a
+    higher bar (each one taken raises the step's tokens per second), so a row whose best
+    token stays below this gets nothing from `allocate_drafts`."""
     base = cost.seconds(num_rows, num_rows, num_kv_tokens)
     extra = cost.seconds(num_rows, num_rows + 1, num_kv_tokens) - base
-    return num_rows * extra / max(base, 1e-12)
+    return num_rows * (extra + lookup_s) / max(base, 1e-12)
 
 
 @dataclasses.dataclass

@@ -7,6 +7,7 @@ replay simulator, so both take identical decisions for identical token sequences
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,6 +54,7 @@ class DraftController:
     ACCEPTANCE_DECAY = 0.9
     PRIOR_WEIGHT = 2.0
     MAX_TOKEN_GAIN = 0.99  # no draft token is ever taken as certain
+    LOOKUP_DECAY = 0.9  # the drafter's time per row: a moving average over steps
 
     def __init__(self, config: SpecConfig, proposer: Proposer | None = None) -> None:
         self.config = config
@@ -60,6 +62,9 @@ class DraftController:
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
+        # Thread CPU seconds the proposer takes per row looked up (budget mode): the
+        # accelerator waits for it, so a lookup must pay for its own time too.
+        self.lookup_s = 0.0
 
     def step(self, req_id: str, tokens: np.ndarray, num_accepted: int) -> np.ndarray:
         """One decode step of `req_id`: learn from the last draft, then draft again.
@@ -81,8 +86,10 @@ class DraftController:
         if cost is not None:
             ks = self._skip_unaffordable(lives, ks, cost, num_kv_tokens)
         # Called with k = 0 too: a proposer may keep the sequence (the cache learns it at the end).
+        started = time.thread_time()
         drafts = [self.proposer.propose(req_id, tokens, k) for (req_id, tokens, _), k in zip(rows, ks, strict=True)]
         if cost is not None:
+            self._time_lookups(time.thread_time() - started, sum(1 for k in ks if k > 0))
             gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
             ks = allocate_drafts(gains, cost, num_kv_tokens)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
@@ -92,16 +99,23 @@ class DraftController:
             live.pending_draft = int(draft.shape[0])
         return drafts
 
+    def _time_lookups(self, seconds: float, num_looked_up: int) -> None:
+        if num_looked_up:
+            per_row = seconds / num_looked_up
+            self.lookup_s = per_row if self.lookup_s == 0.0 else (
+                self.LOOKUP_DECAY * self.lookup_s + (1 - self.LOOKUP_DECAY) * per_row)
+
     def _skip_unaffordable(
         self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel, num_kv_tokens: int
     ) -> list[int]:
-        """K = 0 for rows whose most confident token could not pay for itself in this step:
-        the budget would cut their whole draft, so the lookups are not worth running (at
-        large batches they cost a few per cent of a step)."""
+        """K = 0 for rows whose most confident token could not pay for itself and for its
+        lookup in this step: the budget would cut their whole draft, or the lookup would cost
+        more than it brings (at large batches on a fast accelerator a lookup costs about as
+        much as a row's share of the forward)."""
         best_confidence = getattr(self.proposer, "best_confidence", None)
         if best_confidence is None:
             return ks
-        threshold = first_draft_threshold(len(lives), cost, num_kv_tokens)
+        threshold = first_draft_threshold(len(lives), cost, num_kv_tokens, self.lookup_s)
         ceiling = min(best_confidence(), self.MAX_TOKEN_GAIN)
         overall = self._overall_rate()
         return [

@@ -237,3 +237,20 @@ def test_budget_prices_context_long_contexts_afford_drafts_short_ones_do_not():
 
     # The controller hands the budget the rows' context: same rows, same drafts, only longer.
     assert drafted(16) == 0 and drafted(4096) > 0
+
+def test_lookups_that_cost_more_than_a_rows_share_of_the_step_are_skipped():
+    # Verifying is nearly free, but each lookup takes a fifth of the whole step: at 8 rows
+    # more than a row's share, more than any token can bring.
+    cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=1e-6)
+    rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
+    proposer = _CountingProposer()
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
+    ctl.lookup_s = 0.002
+    assert all(d.size == 0 for d in ctl.step_batch(rows, cost)) and proposer.asked == [0] * 8
+    assert first_draft_threshold(8, cost, 0, 0.002) > 1.0 > 0.01 > first_draft_threshold(8, cost, 0)
+    cheap = _CountingProposer()
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4), cheap)
+    ctl.lookup_s = 1e-7
+    ctl.step_batch(rows, cost)
+    assert cheap.asked == [4] * 8
+    assert 0.0 < ctl.lookup_s < 0.01  # then measured: the proposer's time per row looked up
