@@ -22,6 +22,7 @@ from specdec.budget import (
 )
 from specdec.config import SpecConfig
 from specdec.drafting.base import Proposer
+from specdec.drafting import ngram
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
 from specdec.drafting.native_cache import make_cache
@@ -39,6 +40,7 @@ class _Live:
 
 def default_proposer(config: SpecConfig) -> Proposer:
     """specdec's proposer: own-text lookup + cross-request cache (or lookup alone)."""
+    ngram.warm_up()  # compile the matcher now, not in the first (timed) step
     if not config.cache:
         return NgramProposer(config.lookup_min, config.lookup_max)
     path = config.cache_file if config.cache_file and Path(config.cache_file).exists() else None
@@ -100,10 +102,13 @@ class DraftController:
         return drafts
 
     def _time_lookups(self, seconds: float, num_looked_up: int) -> None:
-        if num_looked_up:
-            per_row = seconds / num_looked_up
-            self.lookup_s = per_row if self.lookup_s == 0.0 else (
-                self.LOOKUP_DECAY * self.lookup_s + (1 - self.LOOKUP_DECAY) * per_row)
+        if not num_looked_up:
+            # Not refreshed, the estimate fades, so one slow spell cannot stop lookups for good.
+            self.lookup_s *= self.LOOKUP_DECAY
+            return
+        per_row = seconds / num_looked_up
+        self.lookup_s = per_row if self.lookup_s == 0.0 else (
+            self.LOOKUP_DECAY * self.lookup_s + (1 - self.LOOKUP_DECAY) * per_row)
 
     def _skip_unaffordable(
         self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel, num_kv_tokens: int

@@ -254,3 +254,18 @@ def test_lookups_that_cost_more_than_a_rows_share_of_the_step_are_skipped():
     ctl.step_batch(rows, cost)
     assert cheap.asked == [4] * 8
     assert 0.0 < ctl.lookup_s < 0.01  # then measured: the proposer's time per row looked up
+
+
+def test_a_stale_lookup_estimate_fades_so_lookups_resume():
+    cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=1e-6)
+    rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
+    proposer = _CountingProposer()
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
+    ctl.lookup_s = 0.05  # one very slow step (a compile, a busy machine)
+    steps = 0
+    while not any(k > 0 for k in proposer.asked[-8:]):
+        proposer.asked.clear()
+        ctl.step_batch(rows, cost)
+        steps += 1
+        assert steps < 100
+    assert steps > 1  # skipped while the estimate was high, looked up again once it faded

@@ -89,21 +89,27 @@ class NativeSuffixCache:
         max_len = max(self.max_depth - 1 - k, 1)
         # The tree only tries suffixes shorter than the context it is given: hand it one
         # token more (a token id no text has where the context is that short).
-        tail = np.asarray(context[-(max_len + 1) :], dtype=np.int64).tolist()
-        if len(tail) <= max_len:
-            tail.insert(0, -1)
+        tail = np.empty(max_len + 1, dtype=np.int32)
+        n = min(int(context.shape[0]), max_len + 1)
+        tail[max_len + 1 - n :] = context[-n:]
+        tail = tail[max_len - n :] if n <= max_len else tail
+        if n <= max_len:
+            tail[0] = -1
         # Offset k and factor 0: up to k tokens whatever the match length; no probability cut
         # inside the tree (its probabilities are cumulative), the cut is ours below.
-        draft = self._tree.speculate(tail, k, 0.0, float(k), 0.0, False)
-        if not draft.token_ids:
+        draft = self._tree.speculate_ndarray(tail, k, 0.0, float(k), 0.0, False)
+        token_ids = draft.token_ids
+        if not token_ids:
             return NO_DRAFT
-        cumulative = np.asarray(draft.probs, dtype=np.float64)
-        keep = int(np.searchsorted(-cumulative, -min_prob, side="right")) if min_prob > 0 else cumulative.size
+        cumulative = draft.probs
+        keep = len(cumulative)
+        while keep and cumulative[keep - 1] < min_prob:
+            keep -= 1
         if keep == 0:
-            return CacheDraft(NO_DRAFT.tokens, NO_DRAFT.probs, int(draft.match_len))
-        cumulative = cumulative[:keep]
-        probs = cumulative / np.concatenate([[1.0], cumulative[:-1]])
-        return CacheDraft(np.asarray(draft.token_ids[:keep], dtype=np.int64), probs, int(draft.match_len))
+            return NO_DRAFT
+        probs = np.array(cumulative[:keep], dtype=np.float64)
+        probs[1:] /= probs[:-1].copy()
+        return CacheDraft(np.array(token_ids[:keep], dtype=np.int64), probs, int(draft.match_len))
 
     def check_invariants(self) -> None:
         assert self._tree.num_seqs() == sum(1 for s in self._sequences.values() if s.size)
