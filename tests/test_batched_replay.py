@@ -182,3 +182,19 @@ def test_cost_model_from_a_json_file(tmp_path):
         resolve("a100")
     with pytest.raises(ConfigError, match="cpu-calibrated"):
         resolve("cpu-calibrated")
+
+
+def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
+    from specdec.bench.batched_replay import simulated_calibration
+    from specdec.engines.calibration import LONG_PROMPT_TOKENS, PROMPT_TOKENS, calibration_runs
+
+    runs = calibration_runs(max_num_seqs=64, k_max=4, max_model_len=4096)
+    assert (1, 0, LONG_PROMPT_TOKENS) in runs and (1, 4, LONG_PROMPT_TOKENS) in runs and (64, 0, PROMPT_TOKENS) in runs
+    assert all(p < 200 for _, _, p in calibration_runs(16, 4, max_model_len=200))  # no room: short prompts only
+    # With those samples a fit tells the KV term from the per-row one.
+    from specdec.budget import fit_step_cost
+
+    true = StepCost(0.02, 0.003, 0.002, 4e-6)
+    fitted = fit_step_cost(simulated_calibration(true, 4, 64, 4096))
+    assert fitted is not None
+    assert [fitted.per_seq_s, fitted.per_kv_token_s] == pytest.approx([0.003, 4e-6], rel=1e-6)
