@@ -30,6 +30,9 @@ from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
 
 
+_NO_GAINS = np.zeros(0)  # a row without a draft: nothing to allocate
+
+
 @dataclasses.dataclass
 class _Live:
     state: KState
@@ -92,7 +95,8 @@ class DraftController:
         drafts = [self.proposer.propose(req_id, tokens, k) for (req_id, tokens, _), k in zip(rows, ks, strict=True)]
         if cost is not None:
             self._time_lookups(time.thread_time() - started, sum(1 for k in ks if k > 0))
-            gains = [self._gains(req_id, live, draft) for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
+            gains = [self._gains(req_id, live, draft) if draft.shape[0] else _NO_GAINS
+                     for (req_id, _, _), live, draft in zip(rows, lives, drafts)]
             ks = allocate_drafts(gains, cost, num_kv_tokens)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
@@ -145,7 +149,7 @@ class DraftController:
         if confidence is None:
             return geometric_gains(self.acceptance_rate(live), draft.shape[0])
         per_token = confidence(req_id)[: draft.shape[0]] * self._relative_acceptance(live, self._overall_rate())
-        return np.cumprod(np.clip(per_token, 0.0, self.MAX_TOKEN_GAIN))
+        return np.cumprod(np.minimum(per_token, self.MAX_TOKEN_GAIN))  # both factors are >= 0
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:
         live = self._live.get(req_id)

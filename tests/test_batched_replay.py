@@ -81,14 +81,14 @@ requests_strategy = st.lists(
 )
 
 
-def as_requests(raw) -> list[ReplayRequest]:
-    return [ReplayRequest(f"r{i}", prompt, greedy, max_tokens) for i, (prompt, greedy, max_tokens) in enumerate(raw)]
+def as_requests(raw, stop: frozenset[int] = frozenset()) -> list[ReplayRequest]:
+    return [ReplayRequest(f"r{i}", prompt, greedy, max_tokens, stop) for i, (prompt, greedy, max_tokens) in enumerate(raw)]
 
 
 @settings(max_examples=60, deadline=None)
-@given(raw=requests_strategy, k=st.integers(1, 6), specdec=st.booleans())
-def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec):
-    reqs = as_requests(raw)
+@given(raw=requests_strategy, k=st.integers(1, 6), specdec=st.booleans(), stop=st.sampled_from([(), (3,)]))
+def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec, stop):
+    reqs = as_requests(raw, frozenset(stop))  # with a stop token, outputs end at its first occurrence
     cfg = SpecConfig(method="specdec", k_max=k) if specdec else SpecConfig(method="ngram", k_max=k, policy=FIXED)
     make = (lambda: None) if specdec else (lambda: NgramProposer(1, 4))
     expected = replay(reqs, cfg, make())

@@ -28,7 +28,7 @@ import numpy as np
 from specdec.budget import StepCost, StepCostModel, StepSample
 from specdec.controller import DraftController
 from specdec.engines.calibration import STEPS, calibration_runs
-from specdec.engines.replay import ReplayRequest, ReplayResult, is_finished, num_matching, truncated_output
+from specdec.engines.replay import ReplayRequest, ReplayResult, num_matching, truncated_output
 from specdec.engines.step_timing import StepTimer
 from specdec.stats import RequestTrace, request_stats
 
@@ -57,6 +57,7 @@ class _Row:
     req: ReplayRequest
     sequence: np.ndarray  # prompt + greedy continuation
     prompt_len: int
+    stop_at: int  # output tokens once the first stop token is out (or max_tokens)
     num_computed: int = 0  # tokens in the KV cache
     num_out: int = 0  # output tokens emitted (0 while its prompt is being prefilled)
     num_accepted_last: int = 0
@@ -69,7 +70,9 @@ class _Row:
     def start(cls, req: ReplayRequest) -> "_Row":
         prompt = np.asarray(req.prompt_token_ids, dtype=np.int64)
         greedy = np.asarray(req.greedy_tokens, dtype=np.int64)
-        return cls(req, np.concatenate([prompt, greedy]), len(prompt))
+        stops = np.flatnonzero(np.isin(greedy, list(req.stop_token_ids))) if req.stop_token_ids else []
+        stop_at = min(req.max_tokens, int(stops[0]) + 1) if len(stops) else req.max_tokens
+        return cls(req, np.concatenate([prompt, greedy]), len(prompt), stop_at)
 
     @property
     def greedy(self) -> np.ndarray:
@@ -141,7 +144,7 @@ def simulate(
         num_drafted = sum(int(row.draft.shape[0]) for row, _ in scheduled if row.decoding)
         emitting = [row for row, num_tokens in scheduled if _advance(row, num_tokens)]
         cpu_s = _propose(controller, emitting, learner.model if learner is not None else None)
-        for row in [r for r in emitting if is_finished(r.greedy, r.num_out, r.req)]:
+        for row in [r for r in emitting if r.num_out >= r.stop_at]:  # replay.is_finished, precomputed
             started = time.thread_time()
             trace = controller.finish(row.req.id)  # the drafter's work too: ours caches the sequence
             cpu_s += time.thread_time() - started
