@@ -162,3 +162,14 @@ def test_the_compiled_cache_is_used_where_installed_and_files_move_between_both(
     loaded = make_cache(1000, tmp_path / "cache.npz")
     assert isinstance(loaded, NativeSuffixCache if native_available() else SuffixTrieCache)
     assert "a" in loaded and loaded.speculate(np.array([7, 8]), 3).tokens.tolist() == [9, 10, 11]
+
+
+@each_cache
+def test_a_finished_request_leaves_its_answer_and_its_prompts_last_tokens(Cache):
+    proposer = HybridProposer(Cache(max_depth=4), n_min=2, n_max=8)
+    prompt = np.arange(100, 110)  # ten prompt tokens, then the answer 7 8 9
+    for n in range(1, 4):
+        proposer.propose("a", np.concatenate([prompt, [7, 8, 9][:n]]), 0)
+    proposer.forget("a")
+    [cached] = list(proposer.cache._sequences.values())
+    assert cached.tolist() == [106, 107, 108, 109, 7, 8, 9]  # depth 4: the prompt's last 4 tokens

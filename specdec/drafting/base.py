@@ -44,6 +44,8 @@ class DraftCache(Protocol):
     """The cross-request cache (drafting/suffix_cache.py, the Python reference, and
     drafting/native_cache.py on arctic's compiled suffix tree)."""
 
+    max_depth: int  # longest substring counted
+
     def __len__(self) -> int: ...
 
     def __contains__(self, seq_id: str) -> bool: ...

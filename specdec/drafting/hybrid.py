@@ -7,8 +7,12 @@ text by match length; cache by match length and probability) whose acceptance ra
 learned from verification (`ConfidenceTable`); the candidate with more expected accepted
 tokens wins, and where the table cannot tell them apart the longer match does (own text on
 ties: it is the most specific evidence). A cache draft is cut where its cumulative
-probability drops below `min_prob`, so weak evidence drafts fewer tokens. A finished request's tokens go into the
-cache when the controller forgets it.
+probability drops below `min_prob`, so weak evidence drafts fewer tokens. When the controller
+forgets a finished request, what it answered goes into the cache, with the last `max_depth`
+tokens of its prompt so that a match can run across the turn (as vLLM's suffix method
+caches responses only: a prompt is drafted from by its own request's lookup, and inserting
+it would cost about twice as much drafter time for 0.4-0.6 % fewer tokens per forward in
+replay on HumanEval and ShareGPT).
 
 Each drafted token also gets a confidence learned from verification (`ConfidenceTable`, by
 own-text match length or cache probability); the batch budget uses it to size drafts.
@@ -41,12 +45,14 @@ class HybridProposer:
         self.min_prob = min_prob
         self.min_cache_match = min_cache_match
         self._sequences: dict[str, np.ndarray] = {}
+        self._prompt_len: dict[str, int] = {}  # first seen with its prompt and one output token
         self.table = ConfidenceTable()
         self._buckets: dict[str, np.ndarray] = {}  # evidence bucket of each token of the last draft
 
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
         # vLLM hands us a view of a buffer it reuses: keep a copy for the cache.
         self._sequences[req_id] = np.array(tokens, dtype=np.int64)
+        self._prompt_len.setdefault(req_id, int(tokens.shape[0]) - 1)
         if k <= 0:
             self._buckets[req_id] = _EMPTY
             return _EMPTY
@@ -97,5 +103,6 @@ class HybridProposer:
     def forget(self, req_id: str) -> None:
         self._buckets.pop(req_id, None)
         tokens = self._sequences.pop(req_id, None)
+        prompt_len = self._prompt_len.pop(req_id, 0)
         if tokens is not None and tokens.size:
-            self.cache.insert(req_id, tokens)
+            self.cache.insert(req_id, tokens[max(prompt_len - self.cache.max_depth, 0) :])
