@@ -30,7 +30,7 @@ from specdec.config import ConfigError, PolicyConfig, SpecConfig
 from specdec.controller import DraftController
 from specdec.drafting.base import Proposer
 from specdec.engines.replay import ReplayRequest
-from specdec.stats import ShardStats
+from specdec.stats import ShardStats, Totals
 
 FIXED = PolicyConfig(adaptive=False)
 STARTED_FROM = "cold cross-request cache; a request joins when one finishes (vLLM max_num_seqs)"
@@ -142,7 +142,10 @@ def project(
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[ProjectionRecord]:
     """Records for every method, K, batch size and cost model (batch sizes larger than the
-    prompt set are skipped: every prompt is used once, never repeated)."""
+    prompt set are skipped: every prompt is used once, never repeated). `none` is replayed
+    whether asked for or not: the speed-ups are against it."""
+    if all(m.name != "none" for m in methods):
+        methods = [projected_methods()["none"], *methods]
     runs: list[_Run] = []
     for batch_size in batch_sizes:
         if batch_size > len(requests):
@@ -182,31 +185,40 @@ def _simulate_and_price(
     return runs
 
 
+@dataclasses.dataclass(frozen=True)
+class _Rates:
+    total: Totals
+    tokens_per_s: float  # end to end
+    decode_tokens_per_s: float
+
+
+def _rates(run: _Run, num_requests: int) -> _Rates:
+    total = ShardStats.aggregate(r.stats for r in run.simulation.results)
+    return _Rates(total, run.priced.tokens_per_s(total.num_output_tokens),
+                  run.priced.decode_tokens_per_s(total.num_output_tokens, num_requests))
+
+
 def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest]) -> list[ProjectionRecord]:
-    none = {(r.batch_size, r.cost.name): r for r in runs if r.method.name == "none"}
+    rates = [_rates(run, len(requests)) for run in runs]
+    none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
     expected = [expected_output(req) for req in requests]
     records = []
-    for run in runs:
-        total = ShardStats.aggregate(r.stats for r in run.simulation.results)
-        base = none.get((run.batch_size, run.cost.name))
-        rate = run.priced.tokens_per_s(total.num_output_tokens)
-        decode_rate = run.priced.decode_tokens_per_s(total.num_output_tokens, len(requests))
-        base_total = ShardStats.aggregate(r.stats for r in base.simulation.results) if base else None
-        base_rate = base.priced.tokens_per_s(base_total.num_output_tokens) if base and base_total else float("nan")
-        base_decode = (base.priced.decode_tokens_per_s(base_total.num_output_tokens, len(requests))
-                       if base and base_total else float("nan"))
+    for run, r in zip(runs, rates):
+        base = none[(run.batch_size, run.cost.name)]  # project() always replays none
+        priced = run.priced
         records.append(ProjectionRecord(
             method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
             dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
-            mean_running=run.priced.mean_running, projected_tokens_per_s=rate,
-            projected_decode_tokens_per_s=decode_rate, speedup_vs_none=rate / base_rate,
-            decode_speedup_vs_none=decode_rate / base_decode,
-            tokens_per_forward=run.priced.tokens_per_forward(total.num_output_tokens, len(requests)),
-            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=run.priced.mean_drafted_per_row_step,
-            drafting_share=run.priced.draft_seconds / run.priced.seconds if run.priced.seconds else 0.0,
-            best_k=False, outputs_identical_to_none=[r.output_token_ids for r in run.simulation.results] == expected,
+            mean_running=priced.mean_running, projected_tokens_per_s=r.tokens_per_s,
+            projected_decode_tokens_per_s=r.decode_tokens_per_s, speedup_vs_none=r.tokens_per_s / base.tokens_per_s,
+            decode_speedup_vs_none=r.decode_tokens_per_s / base.decode_tokens_per_s,
+            tokens_per_forward=priced.tokens_per_forward(r.total.num_output_tokens, len(requests)),
+            acceptance_rate=r.total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
+            drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
+            outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
             started_from=STARTED_FROM, draft_cost=run.method.draft_cost.source,
-            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens, tokens_per_s=rate,
+            accepted_per_pos=r.total.accepted_per_pos, num_output_tokens=r.total.num_output_tokens,
+            tokens_per_s=r.tokens_per_s,
         ))
     return mark_best_k(records)
 
