@@ -14,6 +14,7 @@ class StandInEngine:
     started: list["StandInEngine"] = []
 
     def __init__(self, engine_cfg, spec) -> None:
+        assert all(e.closed for e in StandInEngine.started), "one engine at a time"
         self.cfg, self.spec, self.closed = engine_cfg, spec, False
         StandInEngine.started.append(self)
 
@@ -36,11 +37,12 @@ def test_rounds_are_interleaved_and_batches_run_as_the_simulator_runs_them(monke
     requests = [GenerationRequest(f"p{i}", [1, 2], 3) for i in range(4)]
     methods = {"none": SpecConfig(method="none"), "specdec": SpecConfig(method="specdec")}
     measured = engine_check.measure(methods, EngineConfig(max_model_len=64), requests, requests[:1], [1, 4], rounds=2)
-    assert [e.cfg.max_num_seqs for e in StandInEngine.started] == [4, 4] and all(e.closed for e in StandInEngine.started)
-    warm = [("none", 1), ("specdec", 1)]
-    # per round: each method, batch 1 (reset, then one request at a time), then batch 4 (reset, all at once)
-    one_round = [c for m in ("none", "specdec") for c in [(m, 0)] + [(m, 1)] * 4 + [(m, 0), (m, 4)]]
-    assert StandInEngine.calls == warm + one_round * 2
+    # a fresh engine per method and round, one at a time, each closed before the next starts
+    assert [e.spec.method for e in StandInEngine.started] == ["none", "specdec"] * 2
+    assert all(e.cfg.max_num_seqs == 4 and e.closed for e in StandInEngine.started)
+    # per round and method: warm-up, batch 1 (reset, then one request at a time), batch 4 (reset, all at once)
+    one_round = [c for m in ("none", "specdec") for c in [(m, 1), (m, 0)] + [(m, 1)] * 4 + [(m, 0), (m, 4)]]
+    assert StandInEngine.calls == one_round * 2
     assert sorted((m.method, m.batch_size, len(m.tokens_per_s)) for m in measured) == [
         ("none", 1, 2), ("none", 4, 2), ("specdec", 1, 2), ("specdec", 4, 2)]
 

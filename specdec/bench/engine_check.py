@@ -1,10 +1,12 @@
 """Checks a projection against what can be measured: the real CPU engine on the same prompts
 (`specdec bench --engine replay --cost cpu-calibrated --check-engine`).
 
-One engine per method, started once (the same options; specdec calibrates at start-up, on
-random prompts, never the checked ones) and warmed up on prompts that are not measured.
-Then rounds, interleaved: every round runs every method at every batch size, so that a slow
-spell of the machine hits all of them alike; the medians are compared with the projection.
+Rounds, interleaved: every round runs every method at every batch size, so that a slow spell
+of the machine hits all of them alike; the medians are compared with the projection. Each
+method gets a fresh engine in every round (the same options; specdec calibrates at start-up
+on random prompts, never the checked ones, and the calibration is cached), warmed up on
+prompts that are not measured; one engine at a time, so the check fits beside other work in
+the machine's memory.
 Batching as the simulator does it: at batch 1 one request at a time; at the engine's
 `max_num_seqs` all requests at once, vLLM keeping that many running and starting the next
 when one finishes.
@@ -55,23 +57,20 @@ def measure(
 
     check_batch_sizes(batch_sizes)
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
-    engines = {}
-    try:
+    rates: dict[tuple[str, int], list[float]] = {(n, b): [] for n in methods for b in batch_sizes}
+    for round_ in range(rounds):
         for name, spec in methods.items():
-            progress(f"check: starting the {name} engine")
-            engines[name] = VllmEngine(cfg, spec)
-            engines[name].generate(warmup, GREEDY)
-        rates: dict[tuple[str, int], list[float]] = {(n, b): [] for n in methods for b in batch_sizes}
-        for round_ in range(rounds):
-            for name, engine in engines.items():
+            progress(f"check round {round_ + 1}: starting the {name} engine")
+            engine = VllmEngine(cfg, spec)
+            try:
+                engine.generate(warmup, GREEDY)
                 for batch_size in batch_sizes:
                     rate = _tokens_per_s(engine, requests, batch_size)
                     rates[(name, batch_size)].append(rate)
                     progress(f"check round {round_ + 1}: {name} batch {batch_size}: {rate:.1f} tokens/s")
-        return [Measured(n, b, r) for (n, b), r in rates.items()]
-    finally:
-        for engine in engines.values():
-            engine.close()
+            finally:
+                engine.close()
+    return [Measured(n, b, r) for (n, b), r in rates.items()]
 
 
 def _tokens_per_s(engine, requests: Sequence[GenerationRequest], batch_size: int) -> float:
