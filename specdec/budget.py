@@ -58,7 +58,10 @@ def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCo
     """Least-squares fit of `StepCost` (coefficients kept non-negative), or None.
 
     None when there are too few samples, or when they cannot tell the cost of a draft
-    token apart from the cost of a row (every sample drafted nothing).
+    token apart from the cost of a row (every sample drafted nothing). Steps slowed by
+    something else (another process, a collection) are dropped: a step is never faster than
+    its work, so only samples far above the fit count as outliers (on a busy 2-core machine
+    5 of 40 calibration steps took 5-10 times their fellows and tripled the per-row cost).
     """
     if len(samples) < min_samples:
         return None
@@ -69,8 +72,30 @@ def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCo
     # Columns differ by orders of magnitude (KV tokens vs 1): scale them so that lstsq's
     # rank cut-off does not drop a small but real term.
     scale = np.maximum(np.abs(rows).max(axis=0), 1e-12)
-    coef = _nonnegative_lstsq(rows / scale, secs) / scale
+    coef = _trimmed_fit(rows / scale, secs, rows[:, 2] > rows[:, 1], min_samples) / scale
     return StepCost(*(float(c) for c in coef))
+
+
+OUTLIER_SIGMAS = 3.5  # how far above the fit (in robust standard deviations) a step is dropped
+OUTLIER_PASSES = 3
+
+
+def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
+    """`_nonnegative_lstsq`, refitted without the samples far above the fit, as long as
+    enough remain and some of them drafted."""
+    keep = np.ones(secs.shape[0], dtype=bool)
+    coef = _nonnegative_lstsq(a, secs)
+    for _ in range(OUTLIER_PASSES):
+        residual = secs - a @ coef
+        centre = np.median(residual[keep])
+        # Median absolute deviation as a standard deviation, floored at 1 % of a step.
+        spread = max(1.4826 * np.median(np.abs(residual[keep] - centre)), 0.01 * np.median(secs))
+        trimmed = residual <= centre + OUTLIER_SIGMAS * spread
+        if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
+            break
+        keep = trimmed
+        coef = _nonnegative_lstsq(a[keep], secs[keep])
+    return coef
 
 
 def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -269,3 +269,20 @@ def test_a_stale_lookup_estimate_fades_so_lookups_resume():
         steps += 1
         assert steps < 100
     assert steps > 1  # skipped while the estimate was high, looked up again once it faded
+
+
+def test_fit_drops_steps_slowed_by_something_else():
+    true = StepCost(fixed_s=0.055, per_seq_s=0.002, per_token_s=0.003, per_kv_token_s=0.0)
+    rng = np.random.default_rng(2)
+    samples = [
+        StepSample(seqs, seqs * (1 + k), seqs * 40, true.seconds(seqs, seqs * (1 + k), seqs * 40) * rng.uniform(0.95, 1.05))
+        for seqs, k, _ in itertools.product((1, 4, 16), (0, 4), range(5))
+    ]
+    # Five steps, batch 16 among them, held up 4-10x (another process had the cores).
+    for i, slow in zip((0, 7, 22, 26, 28), (8.0, 4.0, 5.0, 10.0, 6.0)):
+        s = samples[i]
+        samples[i] = StepSample(s.num_seqs, s.num_tokens, s.num_kv_tokens, s.seconds * slow)
+    fitted = fit_step_cost(samples)
+    assert fitted is not None
+    assert fitted.seconds(16, 16, 640) == pytest.approx(true.seconds(16, 16, 640), rel=0.05)
+    assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
