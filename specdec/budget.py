@@ -1,7 +1,7 @@
 """Batch-level speculation budget: how many draft tokens each row of a batch may verify.
 
-A target forward costs time that grows with the number of sequences and of tokens in it
-(`StepCost`); each draft position has a probability of being accepted (from the drafter's
+A target forward costs time that grows with the number of sequences and of tokens in it,
+and with the context they attend to (`StepCost`); each draft position has a probability of being accepted (from the drafter's
 learned confidence, or a**j for a request accepting token by token with probability a).
 `allocate_drafts` adds draft positions in order of that probability for as long as the step's expected tokens per second
 still rise. Where verification is nearly free (one sequence, weights-bound forward) every
@@ -19,51 +19,88 @@ import numpy as np
 
 
 class StepCostModel(Protocol):
-    def seconds(self, num_seqs: int, num_tokens: int) -> float:
-        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` tokens."""
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled
+        tokens whose rows already hold `num_kv_tokens` tokens in the KV cache."""
         ...
 
 
 @dataclasses.dataclass(frozen=True)
 class StepSample:
-    """One measured decode step: rows, scheduled tokens (rows + draft tokens), seconds."""
+    """One measured decode step: rows, scheduled tokens (rows + draft tokens), the context
+    those rows already held in the KV cache (their tokens before the step), seconds."""
 
     num_seqs: int
     num_tokens: int
+    num_kv_tokens: int
     seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
 class StepCost:
-    """t = fixed + per_seq * rows + per_token * tokens (all seconds, all >= 0)."""
+    """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens (seconds, >= 0).
+
+    The KV term is attention reading the context: without it a batch of long requests is
+    under-priced, and the budget over-values the drafts' share of the step.
+    """
 
     fixed_s: float
     per_seq_s: float
     per_token_s: float
+    per_kv_token_s: float = 0.0
 
-    def seconds(self, num_seqs: int, num_tokens: int) -> float:
-        return self.fixed_s + self.per_seq_s * num_seqs + self.per_token_s * num_tokens
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+        return (self.fixed_s + self.per_seq_s * num_seqs + self.per_token_s * num_tokens
+                + self.per_kv_token_s * num_kv_tokens)
 
 
 def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:
     """Least-squares fit of `StepCost` (coefficients kept non-negative), or None.
 
     None when there are too few samples, or when they cannot tell the cost of a draft
-    token apart from the cost of a row (every sample drafted nothing).
+    token apart from the cost of a row (every sample drafted nothing). Steps slowed by
+    something else (another process, a collection) are dropped: a step is never faster than
+    its work, so only samples far above the fit count as outliers (on a busy 2-core machine
+    5 of 40 calibration steps took 5-10 times their fellows and tripled the per-row cost).
     """
     if len(samples) < min_samples:
         return None
-    rows = np.array([[1.0, s.num_seqs, s.num_tokens] for s in samples])
+    rows = np.array([[1.0, s.num_seqs, s.num_tokens, s.num_kv_tokens] for s in samples], dtype=np.float64)
     secs = np.array([s.seconds for s in samples])
     if not np.any(rows[:, 2] > rows[:, 1]):
         return None
-    coef = _nonnegative_lstsq(rows, secs)
-    return StepCost(float(coef[0]), float(coef[1]), float(coef[2]))
+    # Columns differ by orders of magnitude (KV tokens vs 1): scale them so that lstsq's
+    # rank cut-off does not drop a small but real term.
+    scale = np.maximum(np.abs(rows).max(axis=0), 1e-12)
+    coef = _trimmed_fit(rows / scale, secs, rows[:, 2] > rows[:, 1], min_samples) / scale
+    return StepCost(*(float(c) for c in coef))
+
+
+OUTLIER_SIGMAS = 3.5  # how far above the fit (in robust standard deviations) a step is dropped
+OUTLIER_PASSES = 3
+
+
+def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
+    """`_nonnegative_lstsq`, refitted without the samples far above the fit, as long as
+    enough remain and some of them drafted."""
+    keep = np.ones(secs.shape[0], dtype=bool)
+    coef = _nonnegative_lstsq(a, secs)
+    for _ in range(OUTLIER_PASSES):
+        residual = secs - a @ coef
+        centre = np.median(residual[keep])
+        # Median absolute deviation as a standard deviation, floored at 1 % of a step.
+        spread = max(1.4826 * np.median(np.abs(residual[keep] - centre)), 0.01 * np.median(secs))
+        trimmed = residual <= centre + OUTLIER_SIGMAS * spread
+        if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
+            break
+        keep = trimmed
+        coef = _nonnegative_lstsq(a[keep], secs[keep])
+    return coef
 
 
 def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Least squares with coefficients >= 0: refit without any column that came out negative
-    (three columns: a few passes at most)."""
+    (four columns: a few passes at most)."""
     active = list(range(a.shape[1]))
     coef = np.zeros(a.shape[1])
     while active:
@@ -80,9 +117,11 @@ def geometric_gains(alpha: float, length: int) -> np.ndarray:
     return float(np.clip(alpha, 0.0, 1.0)) ** np.arange(1, length + 1)
 
 
-def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel) -> list[int]:
+def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, num_kv_tokens: int) -> list[int]:
     """Draft length per row maximising expected tokens per second of the step.
 
+    `num_kv_tokens` is the context the rows already hold (it does not change with the
+    drafts, but it lengthens the step, so drafts weigh less against it).
     `gains[i][j]` is the probability that row i's draft position j+1 is accepted
     (non-increasing in j: a position counts only if all before it were accepted); every row
     yields one token per step whatever it drafts. Positions are taken best first; for a
@@ -99,19 +138,20 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel) -> list[in
     position = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     order = np.lexsort((position, -gain))  # best first; a row's positions stay in order
     expected = num_rows + np.concatenate([[0.0], np.cumsum(gain[order])])
-    seconds = np.array([cost.seconds(num_rows, num_rows + n) for n in range(row.size + 1)])
+    seconds = np.array([cost.seconds(num_rows, num_rows + n, num_kv_tokens) for n in range(row.size + 1)])
     best = int(np.argmax(expected / np.maximum(seconds, 1e-12)))  # ties: fewest drafts
     return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
 
 
-def first_draft_threshold(num_rows: int, cost: StepCostModel) -> float:
+def first_draft_threshold(num_rows: int, cost: StepCostModel, num_kv_tokens: int, lookup_s: float = 0.0) -> float:
     """The acceptance probability a draft token needs, at the least, to pay for itself in a
-    step of `num_rows` rows: its gain against the time it adds to a step without drafts.
-    Further tokens face a higher bar (each one taken raises the step's tokens per second),
-    so a row whose best token stays below this gets nothing from `allocate_drafts`."""
-    base = cost.seconds(num_rows, num_rows)
-    extra = cost.seconds(num_rows, num_rows + 1) - base
-    return num_rows * extra / max(base, 1e-12)
+    step of `num_rows` rows: its gain against the time it adds to a step without drafts
+    (verifying it, plus `lookup_s`, the drafter's time to find it). Further tokens face a
+    higher bar (each one taken raises the step's tokens per second), so a row whose best
+    token stays below this gets nothing from `allocate_drafts`."""
+    base = cost.seconds(num_rows, num_rows, num_kv_tokens)
+    extra = cost.seconds(num_rows, num_rows + 1, num_kv_tokens) - base
+    return num_rows * (extra + lookup_s) / max(base, 1e-12)
 
 
 @dataclasses.dataclass

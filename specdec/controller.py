@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +21,8 @@ from specdec.budget import (
     geometric_gains,
 )
 from specdec.config import SpecConfig
-from specdec.drafting.base import BatchProposer, DraftBatch, Proposer, RowByRow
+from specdec.drafting.base import BatchProposer, DraftBatch, Proposer, RowByRow, TokenRows
+from specdec.drafting import ngram
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.ngram import NgramProposer
 from specdec.drafting import cache_file
@@ -34,6 +36,9 @@ from specdec.stats import RequestTrace
 log = logging.getLogger("vllm.specdec.controller")
 
 
+_NO_GAINS = np.zeros(0)  # a row without a draft: nothing to allocate
+
+
 @dataclasses.dataclass
 class _Live:
     state: KState
@@ -43,10 +48,20 @@ class _Live:
     verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
 
 
+def kv_tokens(tokens: Sequence[np.ndarray]) -> int:
+    """Context the rows hold in the KV cache: all but each row's last token (it is scheduled
+    with the draft)."""
+    if isinstance(tokens, TokenRows):
+        return int(np.maximum(tokens.lengths - 1, 0).sum())
+    return sum(max(int(row.shape[0]) - 1, 0) for row in tokens)
+
+
 def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[Proposer, str | None]:
     """specdec's proposer: own-text lookup + cross-request cache (or lookup alone), compiled
     or the Python reference as `config.drafter` says, starting from `config.cache_file` when
     it is usable; and a warning when it was not (the cache then starts empty)."""
+    if not config.cache or config.drafter == "python":
+        ngram.warm_up()  # the Python own-text matcher: compile it now, not in the first (timed) step
     if not config.cache:
         return NgramProposer(config.lookup_min, config.lookup_max), None
     contents, warning = _load_cache(config, tokenizer)
@@ -89,6 +104,7 @@ class DraftController:
     ACCEPTANCE_DECAY = 0.9
     PRIOR_WEIGHT = 2.0
     MAX_TOKEN_GAIN = 0.99  # no draft token is ever taken as certain
+    LOOKUP_DECAY = 0.9  # the drafter's time per row: a moving average over steps
 
     def __init__(self, config: SpecConfig, proposer: Proposer | None = None, tokenizer: str | None = None) -> None:
         """`tokenizer`: a hash of the tokenizer the token ids come from (specdec.models.
@@ -105,6 +121,9 @@ class DraftController:
         self.policy = AdaptiveK(config.policy, config.k_max)
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
+        # Thread CPU seconds the proposer takes per row looked up (budget mode): the
+        # accelerator waits for it, so a lookup must pay for its own time too.
+        self.lookup_s = 0.0
 
     def step(self, req_id: str, tokens: np.ndarray, num_accepted: int) -> np.ndarray:
         """One decode step of `req_id`: learn from the last draft, then draft again.
@@ -135,14 +154,18 @@ class DraftController:
         lives = [self._observe(req_id, accepted) for req_id, accepted in zip(req_ids, num_accepted, strict=True)]
         self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
+        num_kv_tokens = 0
         if cost is not None:
-            ks = self._skip_unaffordable(lives, ks, cost)
+            num_kv_tokens = kv_tokens(tokens)
+            ks = self._skip_unaffordable(lives, ks, cost, num_kv_tokens)
         # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
+        started = time.thread_time()
         batch = self.drafter.propose_batch(req_ids, tokens, ks)
         drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
-            gains = [self._gains(batch, i, live) for i, live in enumerate(lives)]
-            ks = allocate_drafts(gains, cost)
+            self._time_lookups(time.thread_time() - started, sum(1 for k in ks if k > 0))
+            gains = [self._gains(batch, i, live) if batch.lengths[i] else _NO_GAINS for i, live in enumerate(lives)]
+            ks = allocate_drafts(gains, cost, num_kv_tokens)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
             assert draft.shape[0] <= k, (draft.shape[0], k)
@@ -150,14 +173,26 @@ class DraftController:
             live.pending_draft = int(draft.shape[0])
         return drafts
 
-    def _skip_unaffordable(self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel) -> list[int]:
-        """K = 0 for rows whose most confident token could not pay for itself in this step:
-        the budget would cut their whole draft, so the lookups are not worth running (at
-        large batches they cost a few per cent of a step)."""
+    def _time_lookups(self, seconds: float, num_looked_up: int) -> None:
+        if not num_looked_up:
+            # Not refreshed, the estimate fades, so one slow spell cannot stop lookups for good.
+            self.lookup_s *= self.LOOKUP_DECAY
+            return
+        per_row = seconds / num_looked_up
+        self.lookup_s = per_row if self.lookup_s == 0.0 else (
+            self.LOOKUP_DECAY * self.lookup_s + (1 - self.LOOKUP_DECAY) * per_row)
+
+    def _skip_unaffordable(
+        self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel, num_kv_tokens: int
+    ) -> list[int]:
+        """K = 0 for rows whose most confident token could not pay for itself and for its
+        lookup in this step: the budget would cut their whole draft, or the lookup would cost
+        more than it brings (at large batches on a fast accelerator a lookup costs about as
+        much as a row's share of the forward)."""
         best_confidence = getattr(self.proposer, "best_confidence", None)
         if best_confidence is None:
             return ks
-        threshold = first_draft_threshold(len(lives), cost)
+        threshold = first_draft_threshold(len(lives), cost, num_kv_tokens, self.lookup_s)
         ceiling = min(best_confidence(), self.MAX_TOKEN_GAIN)
         overall = self._overall_rate()
         return [
@@ -182,7 +217,7 @@ class DraftController:
         if batch.confidence is None:
             return geometric_gains(self.acceptance_rate(live), length)
         per_token = batch.row_confidence(row) * self._relative_acceptance(live, self._overall_rate())
-        return np.cumprod(np.clip(per_token, 0.0, self.MAX_TOKEN_GAIN))
+        return np.cumprod(np.minimum(per_token, self.MAX_TOKEN_GAIN))  # both factors are >= 0
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:
         """Learn from the verification of the request's last draft (the drafter learns in

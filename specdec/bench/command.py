@@ -2,6 +2,8 @@
 
 `--engine replay`: greedy outputs are generated once with the real engine (cached), then
 every proposer is replayed on them: tokens per target forward, for a K sweep, in seconds.
+With `--cost` the replay runs in batches (`--batch-sizes`) and every step is priced by a
+step-time model: projected tokens/s per method and batch size (specdec/bench/projection.py).
 `--engine vllm`: real throughput per method and batch size, each method on a fresh engine.
 Engine and prompt options (model, dtype, --max-model-len, --prompt-format, --max-tokens, ...)
 are generate's, from the one parameter model; rows that cannot run are reported and left out.
@@ -16,6 +18,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from specdec.bench import cost_models
 from specdec.bench.datasets import BUILTIN, load_rows
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
@@ -34,8 +37,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=None,
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16", help="vllm engine only")
-    p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7")
+    p.add_argument("--batch-sizes", default="1,16", help="vllm engine, and replay with --cost")
+    p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
+    p.add_argument("--cost", action="append", default=None,
+                   help="replay: price batched steps with this step-time model: "
+                        f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable")
+    p.add_argument("--check-engine", action="store_true",
+                   help="replay with --cost: also measure the real engine on the same prompts at batch 1 and the "
+                        "largest batch size, in interleaved rounds, and print it beside the projection")
+    p.add_argument("--rounds", type=int, default=3, help="--check-engine: interleaved rounds (medians reported)")
+    p.add_argument("--specdec-draft-us", default=None, metavar="ROW[+TOKEN]",
+                   help="replay with --cost: price our drafter at this many microseconds per row per step "
+                        "(+ per output token) instead of the compiled drafter's measured CPU time (or its "
+                        "bench-propose figure where the Python reference drafts)")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--min-prompts", type=int, default=16,
                    help="vllm engine: prompts measured per batch size (at least one full batch)")
@@ -48,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ks = [int(k) for k in args.k.split(",")]
+    ks = parse_ks(args.k)
     params = model_from_args(GenerationParams, args)
     engine_cfg, _ = engine_configs(params)
     records: list = []
@@ -61,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{dataset}: {len(rows)} prompts, fewer than --limit {args.limit} "
                               f"plus --warm-prompts {warm_prompts}")
         tokenized = _tokenize(rows, params, engine_cfg, dataset)
-        if args.engine == "replay":
+        if args.engine == "replay" and args.cost:
+            records += _project(tokenized, ks, dataset, engine_cfg, params, args)
+        elif args.engine == "replay":
             records += _replay(tokenized, ks, dataset, engine_cfg, params, args)
         else:
             requests, _ = tokenized
@@ -69,6 +85,15 @@ def run(args: argparse.Namespace) -> int:
             records += _vllm(requests[:num_measured], requests[num_measured:], ks, dataset, engine_cfg, params, args)
     _outputs(records, args)
     return 0
+
+
+def parse_ks(text: str) -> list[int]:
+    """`1,3,5` or `1-8` (or both, e.g. `1-4,8`)."""
+    ks: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        ks += range(int(low), int(high or low) + 1)
+    return sorted(set(ks))
 
 
 def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str):
@@ -89,9 +114,7 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
 
 
 def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
-    from specdec.bench.reference import greedy_reference
     from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
-    from specdec.models import resolve_model
 
     requests, tokenizer = tokenized
     available = builtin_methods(params.drafter)
@@ -100,9 +123,7 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     if "suffix" in names and "suffix" not in available:
         print("suffix: left out: arctic-inference's suffix tree is not installed here "
               "(scripts/install.sh builds it from packaging/suffix_tree)")
-    # The reference has no batch size to respect: generate it 64 at a time.
-    reference = greedy_reference(requests, dataclasses.replace(engine_cfg, max_num_seqs=64),
-                                 resolve_model(params.model), tokenizer.eos_token_id)
+    reference = _reference(requests, tokenizer, engine_cfg, params)
     records = []
     for k in ks:
         for name in [n for n in names if n in available]:
@@ -113,6 +134,69 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     print()
     print(render_replay_table(records))
     return records
+
+
+def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: GenerationParams):
+    from specdec.bench.reference import greedy_reference
+    from specdec.models import resolve_model
+
+    # The reference has no batch size to respect: generate it 64 at a time.
+    return greedy_reference(requests, dataclasses.replace(engine_cfg, max_num_seqs=64),
+                            resolve_model(params.model), tokenizer.eos_token_id)
+
+
+def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: GenerationParams, args) -> list:
+    from specdec.bench.projection import draft_cost_figure, project, projected_methods, specdec_drafter
+    from specdec.bench.projection_report import render_projection_table
+
+    requests, tokenizer = tokenized
+    reference = _reference(requests, tokenizer, engine_cfg, params)
+    warmup: list = []
+    if args.check_engine:  # the engines warm up on the last two prompts; both sides measure the others
+        from specdec.bench.engine_check import check_batch_sizes
+
+        check_batch_sizes(_batch_sizes(args))
+        requests, warmup, reference = requests[:-2], requests[-2:], reference[:-2]
+    drafter, draft_cost = specdec_drafter(params.drafter)
+    draft_cost = draft_cost_figure(args.specdec_draft_us) if args.specdec_draft_us else draft_cost
+    available = projected_methods(draft_cost, drafter)
+    print(f"specdec methods draft with the {drafter} drafter (asked: {params.drafter}); "
+          f"their drafting time: {draft_cost.source}")
+    names = _method_names(args.methods, list(available), allowed=set(available))
+    if "none" not in names:
+        names.insert(0, "none")  # the speed-ups are against it
+    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in args.cost else None
+    costs = [cost_models.resolve(c, calibrated) for c in args.cost]
+    for cost in costs:
+        print(cost.describe())
+    records = project(reference, dataset, [available[n] for n in names], ks, _batch_sizes(args), costs,
+                      engine_cfg.max_model_len, progress=lambda line: print(line, flush=True))
+    print()
+    print(render_projection_table(records))
+    if args.check_engine:
+        _check_engine(records, requests, warmup, names, ks, engine_cfg, args)
+    return records
+
+
+def _check_engine(records, requests, warmup, names, ks, engine_cfg: EngineConfig, args) -> None:
+    from specdec.bench.engine_check import measure, render_check
+    from specdec.bench.throughput import engine_methods
+
+    if len(ks) != 1:
+        raise ConfigError("--check-engine runs each engine at one K: pass a single --k")
+    specs = engine_methods(ks[0])
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise ConfigError(f"--check-engine: no real-engine method for {unknown}")
+    measured = measure({n: specs[n] for n in names}, engine_cfg, requests, warmup, _batch_sizes(args), args.rounds,
+                       progress=lambda line: print(line, flush=True))
+    for cost in dict.fromkeys(r.cost_model for r in records):
+        print()
+        print(render_check([r for r in records if r.cost_model == cost], measured))
+
+
+def _batch_sizes(args) -> list[int]:
+    return [int(b) for b in args.batch_sizes.split(",")]
 
 
 def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
@@ -127,7 +211,7 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     if "none" in names:  # the reference runs first
         names.remove("none")
         names.insert(0, "none")
-    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    batch_sizes = _batch_sizes(args)
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
     if len(measured) < max(batch_sizes):
         print(f"note: only {len(measured)} prompts to measure: batch {max(batch_sizes)} runs "

@@ -22,7 +22,41 @@ def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
         written.append(_lines(replayed, "k_max", "tokens_per_forward", "K (most draft tokens)",
                               "tokens per target forward", folder / "tokens_per_forward_vs_k.png"))
         written.append(_acceptance_by_position(replayed, folder / "acceptance_by_position.png"))
+    projected = [r for r in records if r.get("cost_model") and r.get("best_k")]
+    if projected:
+        written.append(_projection_panels(projected, folder / "projected_speedup_vs_batch.png"))
     return written
+
+
+def _projection_panels(records, path: Path) -> Path:
+    """Projected speed-up over `none` against batch size: one panel per cost model, one
+    line per method (at its best K for each batch size), one line style per dataset."""
+    import matplotlib.pyplot as plt
+
+    costs = sorted({r["cost_model"] for r in records})
+    fig, axes = plt.subplots(1, len(costs), figsize=(6.5 * len(costs), 4.8), squeeze=False)
+    for ax, cost in zip(axes[0], costs):
+        series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        for r in records:
+            if r["cost_model"] == cost:
+                series[(r["dataset"], r["method"])].append((r["batch_size"], r["speedup_vs_none"]))
+        for (dataset, method), points in sorted(series.items()):
+            points.sort()
+            ours = method == "specdec"  # the product: drawn heavier
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=f"{dataset} {method}",
+                    linewidth=2.6 if ours else 1.2, **_style(records, dataset, method))
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)  # the oracle's ceiling stays on the page without flattening the rest
+        ax.set_title(f"projected on {cost}", fontsize=10)
+        ax.set_xlabel("batch size (requests running at once)")
+        ax.set_ylabel("speed-up over none (end to end)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _lines(records, x_key, y_key, x_label, y_label, path: Path, log_x: bool = False) -> Path:

@@ -33,3 +33,34 @@ class BenchRecord:
             num_output_tokens=total.num_output_tokens,
             **fields,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionRecord:
+    """One method at one K and batch size, replayed in batches and priced by a cost model
+    (specdec/bench/projection.py). Not a measurement: acceptance from the bundled model's
+    greedy outputs, step times from `cost_model`."""
+
+    method: str
+    engine: str  # projected:<cost model>
+    cost_model: str
+    dataset: str
+    batch_size: int
+    k_max: int  # 0 for none
+    num_requests: int
+    mean_running: float  # requests running per step
+    projected_tokens_per_s: float  # end to end: prefill, decode and drafting
+    projected_decode_tokens_per_s: float  # decode steps (their share of mixed steps) and drafting
+    speedup_vs_none: float  # end to end, against none at the same batch size and cost model
+    decode_speedup_vs_none: float
+    tokens_per_forward: float
+    acceptance_rate: float
+    mean_drafted_tokens_per_step: float  # draft tokens verified per running request per step
+    drafting_share: float  # the drafter's share of the projected time
+    best_k: bool  # the fastest K of this method, dataset, batch size and cost model
+    outputs_identical_to_none: bool
+    started_from: str
+    draft_cost: str  # how the drafter's time was counted
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read

@@ -97,7 +97,7 @@ def run_replay(
         results = replay(requests, method.make_config(k), proposer)
     total = ShardStats.aggregate(r.stats for r in results)
     identical = all(
-        r.output_token_ids == _expected(req) for r, req in zip(results, requests, strict=True)
+        r.output_token_ids == expected_output(req) for r, req in zip(results, requests, strict=True)
     )
     record = BenchRecord.from_stats(
         total,
@@ -128,7 +128,7 @@ def _replay_warm(method: ReplayMethod, requests: Sequence[ReplayRequest], k: int
     return [scored[r.id] for r in requests]
 
 
-def _expected(req: ReplayRequest) -> list[int]:
+def expected_output(req: ReplayRequest) -> list[int]:
     out = [int(t) for t in req.greedy_tokens[: req.max_tokens]]
     for i, tok in enumerate(out):
         if tok in req.stop_token_ids:

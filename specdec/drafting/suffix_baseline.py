@@ -10,7 +10,8 @@ the way `vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's d
   (`add_active_response`), which also appends them to the global tree of responses;
 - it drafts from the last `max_tree_depth` tokens of prompt + output with
   `max_spec_tokens=min(k, max_model_len - num_tokens - 1)`, `max_spec_factor`,
-  `min_token_prob`; the better-scoring of the request's own tree and the global tree wins,
+  `min_token_prob`: at most `max_spec_factor * match length + max_spec_offset` tokens
+  (vLLM: 1.0 and 0, so a draft is never longer than the context it matched); the better-scoring of the request's own tree and the global tree wins,
   and the draft may be shorter than k or empty;
 - a finished request's per-request tree is dropped (`stop_request`) but its response stays
   in the global tree for later requests (FIFO eviction past `max_cached_requests`): the
@@ -29,6 +30,7 @@ import numpy as np
 VLLM_MAX_TREE_DEPTH = 24
 VLLM_MAX_CACHED_REQUESTS = 10000
 VLLM_MAX_SPEC_FACTOR = 1.0
+VLLM_MAX_SPEC_OFFSET = 0.0  # arctic's default; vLLM does not pass one
 VLLM_MIN_TOKEN_PROB = 0.1
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -43,12 +45,14 @@ class ArcticSuffixProposer:
         max_cached_requests: int = VLLM_MAX_CACHED_REQUESTS,
         max_spec_factor: float = VLLM_MAX_SPEC_FACTOR,
         min_token_prob: float = VLLM_MIN_TOKEN_PROB,
+        max_spec_offset: float = VLLM_MAX_SPEC_OFFSET,
         max_model_len: int = 1 << 30,
     ) -> None:
         from arctic_inference.suffix_decoding import SuffixDecodingCache
 
         self.max_tree_depth = max_tree_depth
         self.max_spec_factor = max_spec_factor
+        self.max_spec_offset = max_spec_offset
         self.min_token_prob = min_token_prob
         self.max_model_len = max_model_len
         self.cache = SuffixDecodingCache(max_tree_depth=max_tree_depth, max_cached_requests=max_cached_requests)
@@ -78,6 +82,7 @@ class ArcticSuffixProposer:
             seq[max(0, num_tokens - self.max_tree_depth) :],
             max_spec_tokens=max_spec,
             max_spec_factor=self.max_spec_factor,
+            max_spec_offset=self.max_spec_offset,
             min_token_prob=self.min_token_prob,
         )
         return np.asarray(draft.token_ids, dtype=np.int64)

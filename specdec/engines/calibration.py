@@ -3,7 +3,9 @@
 A few short generations at batch sizes 1, 4 and 16, each once without drafts and once with
 forced drafts of k_max tokens, plus one at `max_num_seqs` without drafts (forced drafts
 there would cost most of the calibration time), give step times over a spread of rows and
-tokens;
+tokens; one sequence with a long prompt, with and without drafts, sets the context apart
+from the rows (with short prompts only, KV tokens grow in step with the rows and their costs
+cannot be told apart);
 the worker fits `StepCost` to them and keeps refining it from the running engine. Samples
 are cached per machine and engine configuration under the project home, so only the first
 engine of that kind pays for it (tens of seconds on a 2-core CPU).
@@ -27,24 +29,30 @@ from specdec.models import specdec_home
 log = logging.getLogger(__name__)
 
 PROMPT_TOKENS = 32
+LONG_PROMPT_TOKENS = 1024  # a few seconds of prefill on a 2-core CPU
 STEPS = 6
+# Part of the cache key: samples of an older layout (no KV tokens) are measured again.
+SAMPLE_VERSION = 2
 
 
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
     import vllm
 
     key = config_hash(
-        {"engine": engine.__dict__, "model": str(model_path), "k_max": k_max},
+        {"engine": engine.__dict__, "model": str(model_path), "k_max": k_max, "version": SAMPLE_VERSION},
         {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node(), "binding": cpu_binding},
     )
     return specdec_home() / "calibration" / f"{key}.json"
 
 
-def calibration_runs(max_num_seqs: int, k_max: int) -> list[tuple[int, int]]:
-    """(batch size, forced draft length) of each calibration generation."""
-    runs = [(size, k) for size in (1, 4, 16) if size <= max_num_seqs for k in (0, k_max)]
+def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[tuple[int, int, int]]:
+    """(batch size, forced draft length, prompt tokens) of each calibration generation."""
+    runs = [(size, k, PROMPT_TOKENS) for size in (1, 4, 16) if size <= max_num_seqs for k in (0, k_max)]
     if max_num_seqs > 16:
-        runs.append((max_num_seqs, 0))
+        runs.append((max_num_seqs, 0, PROMPT_TOKENS))
+    long_prompt = min(LONG_PROMPT_TOKENS, max_model_len - STEPS * (k_max + 1) - 1)
+    if long_prompt > 4 * PROMPT_TOKENS:
+        runs += [(1, 0, long_prompt), (1, k_max, long_prompt)]
     return runs
 
 
@@ -74,9 +82,9 @@ def _measure(llm: Any, engine: EngineConfig, k_max: int) -> list[dict[str, float
     rng = np.random.default_rng(0)
     params = SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
     samples: list[list[dict[str, float]]] = []
-    for size, forced_k in calibration_runs(engine.max_num_seqs, k_max):
+    for size, forced_k, prompt_tokens in calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len):
         prompts = [
-            TokensPrompt(prompt_token_ids=rng.integers(100, vocab, PROMPT_TOKENS).tolist()) for _ in range(size)
+            TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
         ]
         llm.collective_rpc(vllm_proposer.start_calibration, args=(forced_k,))
         try:

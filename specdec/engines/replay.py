@@ -68,9 +68,9 @@ def _replay_one(
     drafted: list[int] = []
     accepted: list[int] = []
     num_accepted_last = 0
-    while not _finished(greedy, num_out, req):
+    while not is_finished(greedy, num_out, req):
         [draft] = controller.step_batch([(req.id, sequence[: prompt_len + num_out], num_accepted_last)], cost)
-        num_accepted_last = _num_matching(draft, greedy[num_out:])
+        num_accepted_last = num_matching(draft, greedy[num_out:])
         if draft.shape[0]:
             drafted.append(int(draft.shape[0]))
             accepted.append(num_accepted_last)
@@ -79,24 +79,24 @@ def _replay_one(
             raise ValueError(f"request {req.id}: greedy_tokens too short to replay to the stop point")
     controller.step(req.id, sequence[: prompt_len + num_out], num_accepted_last)  # vLLM drafts once more
     trace = controller.finish(req.id)
-    output = _truncate(greedy, num_out, req)
+    output = truncated_output(greedy, num_out, req)
     stats = request_stats(len(output), drafted, accepted, k_max, trace)
     return ReplayResult(req.id, output, drafted, accepted, stats)
 
 
-def _num_matching(draft: np.ndarray, reference: np.ndarray) -> int:
+def num_matching(draft: np.ndarray, reference: np.ndarray) -> int:
     n = min(draft.shape[0], reference.shape[0])
     mismatch = np.flatnonzero(draft[:n] != reference[:n])
     return int(mismatch[0]) if mismatch.size else n
 
 
-def _finished(greedy: np.ndarray, num_out: int, req: ReplayRequest) -> bool:
+def is_finished(greedy: np.ndarray, num_out: int, req: ReplayRequest) -> bool:
     if num_out >= req.max_tokens:
         return True
     return bool(req.stop_token_ids) and any(int(t) in req.stop_token_ids for t in greedy[:num_out])
 
 
-def _truncate(greedy: np.ndarray, num_out: int, req: ReplayRequest) -> list[int]:
+def truncated_output(greedy: np.ndarray, num_out: int, req: ReplayRequest) -> list[int]:
     out = [int(t) for t in greedy[: min(num_out, req.max_tokens)]]
     for i, tok in enumerate(out):
         if tok in req.stop_token_ids:

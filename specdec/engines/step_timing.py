@@ -2,8 +2,9 @@
 
 vLLM calls our proposer once per step, right after the target forward; the time from the
 end of one call to the start of the next is one forward (plus scheduling and sampling) over
-the rows and draft tokens the previous call handed out. Only clean steps count: every row
-decoding, none new since the previous call (a prefill chunk would hide in the time).
+the rows and draft tokens the previous call handed out, over the context those rows held
+(their tokens before that forward). Only clean steps count: every row decoding, none new
+since the previous call (a prefill chunk would hide in the time).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class StepTimer:
         self._since_fit = 0
         self._last_end: float | None = None
         self._last_drafts: dict[str, int] = {}
+        self._last_contexts: dict[str, int] = {}
         self.calibrating = False
 
     def step_started(self, req_ids: Sequence[str], all_decoding: bool) -> None:
@@ -36,16 +38,20 @@ class StepTimer:
         if any(r not in last_drafts for r in req_ids):
             return
         tokens = sum(1 + last_drafts[r] for r in req_ids)
-        self.add(StepSample(len(req_ids), tokens, now - last_end))
+        kv_tokens = sum(self._last_contexts[r] for r in req_ids)
+        self.add(StepSample(len(req_ids), tokens, kv_tokens, now - last_end))
 
-    def step_finished(self, drafts: dict[str, int]) -> None:
-        """End of a propose call: `drafts` maps each decoding row to its draft length."""
+    def step_finished(self, drafts: dict[str, int], contexts: dict[str, int]) -> None:
+        """End of a propose call: `drafts` maps each decoding row to its draft length,
+        `contexts` to the tokens it holds in the KV cache for the next forward."""
         self._last_drafts = drafts
+        self._last_contexts = contexts
         self._last_end = time.perf_counter()
 
     def forget_requests(self) -> None:
         """The batch emptied (a generate call ended): the next step is no clean sample."""
         self._last_drafts = {}
+        self._last_contexts = {}
         self._last_end = None
 
     def add(self, sample: StepSample) -> None:

@@ -81,7 +81,9 @@ class SpecdecVllmProposer:
             row_drafts = dict(zip(decoding, controller.step_tokens(ids, tokens, accepted, cost), strict=True))
         drafts = [row_drafts[row][: self.k_max].tolist() if row in row_drafts else [] for row in range(len(req_ids))]
         if budget:
-            self.timer.step_finished({req_ids[row]: len(drafts[row]) for row in decoding})
+            # The next forward attends to all but the last token (it is scheduled with the draft).
+            self.timer.step_finished({req_ids[row]: len(drafts[row]) for row in decoding},
+                                     {req_ids[row]: int(num_tokens_no_spec[row]) - 1 for row in decoding})
         return drafts
 
     def _forced_draft(self, token_ids_cpu: np.ndarray, num_tokens_no_spec: np.ndarray, row: int) -> np.ndarray:
@@ -117,6 +119,7 @@ class SpecdecVllmProposer:
         """(size, bound) of every structure that grows with requests: per-request ones
         (bound None) are empty between generate calls, the others stay within their bound."""
         sizes = {"finished_traces": (len(self.finished), None), "step_drafts": (len(self.timer._last_drafts), None),
+                 "step_contexts": (len(self.timer._last_contexts), None),
                  "step_samples": (len(self.timer.recent), self.timer.recent.maxlen)}
         return {**sizes, **(self.controller.state_sizes() if self.controller else {})}
 

@@ -10,6 +10,7 @@
     sampling_probe.py  sampling probe on a real engine (also run as a script)
     chi_square.py      two-sample chi-square test for the distribution tests
     greedy_checks.py   greedy-identity assertion for the real-engine tests
+    replay_requests.py synthetic greedy references for replay and projection tests
 """
 
 from __future__ import annotations

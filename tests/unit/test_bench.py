@@ -10,18 +10,8 @@ from specdec.bench.plots import write_plots
 from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
 from specdec.engines.replay import ReplayRequest
 from support.db import query
+from support.replay_requests import synthetic_requests
 from tasks.bench_store import store
-
-
-def synthetic_requests(n=12, seed=0):
-    rng = np.random.default_rng(seed)
-    phrase = rng.integers(100, 200, size=12).tolist()
-    reqs = []
-    for i in range(n):
-        prompt = rng.integers(0, 50, size=20).tolist() + phrase
-        greedy = (phrase + rng.integers(0, 50, size=6).tolist()) * 4
-        reqs.append(ReplayRequest(f"r{i}", prompt, greedy, 48))
-    return reqs
 
 
 def test_replay_methods_report_identical_outputs_and_specdec_beats_ngram_here(tmp_path):

@@ -17,7 +17,8 @@ from specdec.budget import (
 )
 from specdec.budget import allocate_drafts as allocate_gains
 from specdec.config import SpecConfig
-from specdec.controller import DraftController
+from specdec.controller import DraftController, kv_tokens
+from specdec.drafting.base import TokenRows
 from specdec.drafting.confidence import NUM_BUCKETS
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.suffix_cache import SuffixTrieCache
@@ -28,12 +29,12 @@ COMPUTE_BOUND = StepCost(fixed_s=0.0, per_seq_s=0.0, per_token_s=0.01)
 
 
 def allocate_drafts(alpha: list[float], caps: list[int], cost: StepCost) -> list[int]:
-    return allocate_gains([geometric_gains(a, c) for a, c in zip(alpha, caps)], cost)
+    return allocate_gains([geometric_gains(a, c) for a, c in zip(alpha, caps)], cost, 0)
 
 
 def expected_rate(alloc: list[int], alpha: list[float], cost: StepCost) -> float:
     gain = len(alloc) + sum(sum(a**j for j in range(1, n + 1)) for n, a in zip(alloc, alpha))
-    return gain / cost.seconds(len(alloc), len(alloc) + sum(alloc))
+    return gain / cost.seconds(len(alloc), len(alloc) + sum(alloc), 0)
 
 
 def test_free_verification_drafts_every_cap():
@@ -71,26 +72,41 @@ def test_allocation_is_optimal_and_never_worse_than_no_drafts(seed: int):
 
 
 def test_fit_recovers_a_linear_step_cost():
-    true = StepCost(fixed_s=0.05, per_seq_s=0.002, per_token_s=0.008)
+    true = StepCost(fixed_s=0.05, per_seq_s=0.002, per_token_s=0.008, per_kv_token_s=2e-6)
     rng = np.random.default_rng(1)
     samples = []
-    for seqs, k in itertools.product((1, 4, 16, 64), (0, 3, 7)):
-        tokens = seqs * (1 + k)
-        samples.append(StepSample(seqs, tokens, true.seconds(seqs, tokens) * rng.uniform(0.98, 1.02)))
+    for seqs, k, context in itertools.product((1, 4, 16, 64), (0, 3, 7), (32, 1024)):
+        tokens, kv = seqs * (1 + k), seqs * context
+        samples.append(StepSample(seqs, tokens, kv, true.seconds(seqs, tokens, kv) * rng.uniform(0.98, 1.02)))
     fitted = fit_step_cost(samples)
     assert fitted is not None
     assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
     assert fitted.fixed_s == pytest.approx(true.fixed_s, rel=0.2)
+    assert fitted.per_kv_token_s == pytest.approx(true.per_kv_token_s, rel=0.2)
+
+
+def test_fit_keeps_a_small_kv_term_next_to_large_ones():
+    # The published H100 fit: the KV coefficient is 1e5 times smaller than the fixed cost.
+    true = StepCost(fixed_s=7.093e-3, per_seq_s=0.0, per_token_s=2.101e-5, per_kv_token_s=3.926e-8)
+    samples = [
+        StepSample(seqs, seqs * (1 + k), seqs * context, true.seconds(seqs, seqs * (1 + k), seqs * context))
+        for seqs, k, context in itertools.product((1, 16, 64, 256), (0, 4), (64, 2048))
+    ]
+    fitted = fit_step_cost(samples)
+    assert fitted is not None
+    for name in ("fixed_s", "per_token_s", "per_kv_token_s"):
+        assert getattr(fitted, name) == pytest.approx(getattr(true, name), rel=1e-6)
 
 
 def test_fit_refuses_samples_without_drafts_and_keeps_coefficients_nonnegative():
-    undrafted = [StepSample(b, b, 0.05 + 0.01 * b) for b in range(1, 20)]
+    undrafted = [StepSample(b, b, 32 * b, 0.05 + 0.01 * b) for b in range(1, 20)]
     assert fit_step_cost(undrafted) is None
-    assert fit_step_cost(undrafted[:3] + [StepSample(1, 8, 0.1)]) is None  # too few
-    # Step time falling with tokens is noise: the fit must not reward drafting.
-    odd = [StepSample(4, 4 + d, 0.3 - 0.001 * d) for d in range(12)]
+    assert fit_step_cost(undrafted[:3] + [StepSample(1, 8, 32, 0.1)]) is None  # too few
+    # Step time falling with tokens or context is noise: the fit must not reward either.
+    odd = [StepSample(4, 4 + d, 400 + 10 * d, 0.3 - 0.001 * d) for d in range(12)]
     fitted = fit_step_cost(odd)
-    assert fitted is not None and min(fitted.fixed_s, fitted.per_seq_s, fitted.per_token_s) >= 0.0
+    assert fitted is not None
+    assert min(fitted.fixed_s, fitted.per_seq_s, fitted.per_token_s, fitted.per_kv_token_s) >= 0.0
 
 
 def test_acceptance_estimate_learns_and_forgets():
@@ -128,14 +144,14 @@ def test_step_timer_counts_only_clean_decode_steps(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(step_timing.time, "perf_counter", lambda: next(clock))
     timer = step_timing.StepTimer(refit_every=1000)
     timer.step_started(["a", "b"], all_decoding=True)  # no previous step: nothing to time
-    timer.step_finished({"a": 3, "b": 0})  # t=0.5
+    timer.step_finished({"a": 3, "b": 0}, {"a": 100, "b": 20})  # t=0.5
     timer.step_started(["a", "b"], all_decoding=True)  # t=1.0: one clean step
-    timer.step_finished({"a": 1, "b": 1})  # t=1.2
+    timer.step_finished({"a": 1, "b": 1}, {"a": 104, "b": 21})  # t=1.2
     timer.step_started(["a", "b", "c"], all_decoding=False)  # t=2.0: c is prefilling
-    timer.step_finished({"a": 0, "b": 0})  # t=2.3
+    timer.step_finished({"a": 0, "b": 0}, {"a": 106, "b": 23})  # t=2.3
     timer.step_started(["a", "c"], all_decoding=True)  # t=3.0: c is new since the last step
-    timer.step_finished({})
-    assert list(timer.recent) == [StepSample(num_seqs=2, num_tokens=5, seconds=0.5)]
+    timer.step_finished({}, {})
+    assert list(timer.recent) == [StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, seconds=0.5)]
 
 
 def test_confidence_is_learned_per_evidence_bucket():
@@ -181,9 +197,9 @@ def test_budget_sizes_drafts_by_learned_confidence(drafter: str):
 @pytest.mark.parametrize("num_rows", [1, 4, 16, 64])
 def test_first_draft_threshold_is_where_the_budget_starts_drafting(num_rows: int):
     cost = StepCost(fixed_s=0.05, per_seq_s=0.004, per_token_s=0.003)
-    threshold = first_draft_threshold(num_rows, cost)
+    threshold = first_draft_threshold(num_rows, cost, 0)
     for gain, expect_any in ((threshold * 0.98, False), (min(threshold * 1.02, 1.0), threshold < 0.98)):
-        alloc = allocate_gains([np.array([gain])] * num_rows, cost)
+        alloc = allocate_gains([np.array([gain])] * num_rows, cost, 0)
         assert (sum(alloc) > 0) == expect_any, (gain, alloc)
 
 
@@ -210,3 +226,90 @@ def test_rows_that_cannot_pay_for_a_draft_are_not_looked_up_but_still_cached():
     proposer.asked.clear()
     ctl.step_batch(rows[1:], FREE)
     assert proposer.asked == [4] * 7
+
+
+def test_budget_prices_context_long_contexts_afford_drafts_short_ones_do_not():
+    # Attention over the context dominates: a step over long contexts costs far more than
+    # its draft tokens add, a step over short ones does not.
+    cost = StepCost(fixed_s=0.001, per_seq_s=0.0, per_token_s=0.001, per_kv_token_s=1e-5)
+    sure = np.full(4, 0.6)
+    assert allocate_gains([sure] * 8, cost, 8 * 16) == [0] * 8
+    assert allocate_gains([sure] * 8, cost, 8 * 4096) == [4] * 8
+
+    def drafted(context: int, cfg: SpecConfig, buffer: bool = False) -> int:
+        ctl = DraftController(cfg)
+        rows = [np.tile(np.array([5, 6, 7, 8], dtype=np.int64) + i, context // 4) for i in range(8)]
+        tokens = TokenRows(np.stack(rows), np.full(8, context), np.arange(8)) if buffer else rows
+        return sum(d.size for d in ctl.step_tokens([f"r{i}" for i in range(8)], tokens, [0] * 8, cost))
+
+    # The controller hands the budget the rows' context: same rows, same drafts, only longer;
+    # from a list of arrays or from vLLM's buffer, for every drafter.
+    for cfg in (SpecConfig(method="specdec", k_max=4, cache=False), SpecConfig(method="specdec", k_max=4, drafter="python"),
+                SpecConfig(method="specdec", k_max=4, drafter="native")):
+        for buffer in (False, True):
+            assert drafted(16, cfg, buffer) == 0 and drafted(4096, cfg, buffer) > 0, (cfg.drafter, cfg.cache, buffer)
+
+
+def test_kv_tokens_are_each_rows_tokens_but_the_last():
+    rows = [np.arange(5), np.arange(1), np.arange(12)]
+    buffer = TokenRows(np.zeros((4, 16), dtype=np.int32), np.array([5, 1, 12]), np.array([3, 0, 1]))
+    assert kv_tokens(rows) == kv_tokens(buffer) == 4 + 0 + 11
+    assert kv_tokens([]) == 0
+
+
+@pytest.mark.parametrize("drafter", ["python", "native"])
+def test_the_drafters_time_is_measured_per_row_looked_up(drafter: str):
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4, drafter=drafter))
+    rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
+    ctl.step_batch(rows, FREE)
+    assert 0.0 < ctl.lookup_s < 0.01  # thread CPU seconds per row: microseconds, not a step's share
+
+
+def test_lookups_that_cost_more_than_a_rows_share_of_the_step_are_skipped():
+    # Verifying is nearly free, but each lookup takes a fifth of the whole step: at 8 rows
+    # more than a row's share, more than any token can bring.
+    cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=1e-6)
+    rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
+    proposer = _CountingProposer()
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
+    ctl.lookup_s = 0.002
+    assert all(d.size == 0 for d in ctl.step_batch(rows, cost)) and proposer.asked == [0] * 8
+    assert first_draft_threshold(8, cost, 0, 0.002) > 1.0 > 0.01 > first_draft_threshold(8, cost, 0)
+    cheap = _CountingProposer()
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4), cheap)
+    ctl.lookup_s = 1e-7
+    ctl.step_batch(rows, cost)
+    assert cheap.asked == [4] * 8
+    assert 0.0 < ctl.lookup_s < 0.01  # then measured: the proposer's time per row looked up
+
+
+def test_a_stale_lookup_estimate_fades_so_lookups_resume():
+    cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=1e-6)
+    rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
+    proposer = _CountingProposer()
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
+    ctl.lookup_s = 0.05  # one very slow step (a compile, a busy machine)
+    steps = 0
+    while not any(k > 0 for k in proposer.asked[-8:]):
+        proposer.asked.clear()
+        ctl.step_batch(rows, cost)
+        steps += 1
+        assert steps < 100
+    assert steps > 1  # skipped while the estimate was high, looked up again once it faded
+
+
+def test_fit_drops_steps_slowed_by_something_else():
+    true = StepCost(fixed_s=0.055, per_seq_s=0.002, per_token_s=0.003, per_kv_token_s=0.0)
+    rng = np.random.default_rng(2)
+    samples = [
+        StepSample(seqs, seqs * (1 + k), seqs * 40, true.seconds(seqs, seqs * (1 + k), seqs * 40) * rng.uniform(0.95, 1.05))
+        for seqs, k, _ in itertools.product((1, 4, 16), (0, 4), range(5))
+    ]
+    # Five steps, batch 16 among them, held up 4-10x (another process had the cores).
+    for i, slow in zip((0, 7, 22, 26, 28), (8.0, 4.0, 5.0, 10.0, 6.0)):
+        s = samples[i]
+        samples[i] = StepSample(s.num_seqs, s.num_tokens, s.num_kv_tokens, s.seconds * slow)
+    fitted = fit_step_cost(samples)
+    assert fitted is not None
+    assert fitted.seconds(16, 16, 640) == pytest.approx(true.seconds(16, 16, 640), rel=0.05)
+    assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)

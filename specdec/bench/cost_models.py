@@ -1,0 +1,125 @@
+"""Step-time models that price a replayed step: presets and JSON files.
+
+A step over `rows` sequences, `tokens` scheduled tokens (prefill chunks, each decoding row's
+own token and its draft) and `kv` tokens the rows already hold in the KV cache costs
+
+    t = fixed + per_seq * rows + per_token * tokens + per_kv_token * kv + overhead
+
+- `h100-llama3-8b`: the published fit for Llama-3.1-8B on one H100 from the SpecDecode-Bench
+  simulator (arXiv 2601.11580, its step-time predictor): 3.926e-8 s per KV token,
+  2.101e-5 s per token, 5.886e-3 s per forward, plus 1.207e-3 s per step.
+- `cpu-calibrated`: the fit of the step-time samples the real engine's calibration measured
+  on this machine (see specdec/engines/calibration.py); its time between two proposer calls
+  already holds scheduling and sampling, so there is no separate overhead.
+- a JSON file: `{"per_kv_token_s": ..., "per_token_s": ..., "fixed_s": ...,
+  "per_step_overhead_s": ...}`, optionally `per_seq_s` and `max_batched_tokens`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from specdec.budget import StepCost, StepSample, fit_step_cost
+from specdec.config import ConfigError, EngineConfig, SpecConfig
+
+# vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py):
+# 16384 on H100/H200-class GPUs, 8192 on other GPUs, 4096 per CPU socket.
+H100_MAX_BATCHED_TOKENS = 16384
+GPU_MAX_BATCHED_TOKENS = 8192
+CPU_MAX_BATCHED_TOKENS = 4096
+
+H100_LLAMA3_8B = "h100-llama3-8b"
+CPU_CALIBRATED = "cpu-calibrated"
+PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
+_JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """A step-time model for the simulator; `seconds` is what one step costs on it."""
+
+    name: str
+    step: StepCost
+    per_step_overhead_s: float
+    max_batched_tokens: int  # the scheduler's token budget per step (prefill is chunked to it)
+    source: str
+
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+        return self.step.seconds(num_seqs, num_tokens, num_kv_tokens) + self.per_step_overhead_s
+
+    def describe(self) -> str:
+        s = self.step
+        return (f"{self.name}: {s.per_kv_token_s:.4g} s/KV token + {s.per_token_s:.4g} s/token + "
+                f"{s.per_seq_s:.4g} s/row + {s.fixed_s:.4g} s + {self.per_step_overhead_s:.4g} s/step "
+                f"({self.source})")
+
+
+def h100_llama3_8b() -> CostModel:
+    return CostModel(
+        H100_LLAMA3_8B,
+        StepCost(fixed_s=5.886e-3, per_seq_s=0.0, per_token_s=2.101e-5, per_kv_token_s=3.926e-8),
+        per_step_overhead_s=1.207e-3,
+        max_batched_tokens=H100_MAX_BATCHED_TOKENS,
+        source="SpecDecode-Bench simulator fit, Llama-3.1-8B on one H100 (arXiv 2601.11580)",
+    )
+
+
+def from_samples(name: str, samples: list[StepSample], source: str) -> CostModel:
+    """The budget's own least-squares fit of measured steps, as a simulator cost model."""
+    fitted = fit_step_cost(samples)
+    if fitted is None:
+        raise ConfigError(f"{name}: {len(samples)} step samples cannot be fitted ({source})")
+    return CostModel(name, fitted, 0.0, CPU_MAX_BATCHED_TOKENS, source)
+
+
+def from_json(path: Path) -> CostModel:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cost model {path}: {exc}") from exc
+    missing = [f for f in _JSON_FIELDS if not isinstance(data.get(f), (int, float))]
+    if missing:
+        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(missing)}")
+    values = [data[f] for f in _JSON_FIELDS] + [data.get("per_seq_s", 0.0)]
+    if min(values) < 0:
+        raise ConfigError(f"cost model {path}: coefficients must be >= 0")
+    step = StepCost(fixed_s=data["fixed_s"], per_seq_s=data.get("per_seq_s", 0.0),
+                    per_token_s=data["per_token_s"], per_kv_token_s=data["per_kv_token_s"])
+    return CostModel(path.stem, step, data["per_step_overhead_s"],
+                     int(data.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}")
+
+
+def resolve(name_or_path: str, calibrated: CostModel | None = None) -> CostModel:
+    """A preset by name, or a JSON file. `calibrated` is this machine's fit (the caller
+    measures or loads it: that needs the real engine)."""
+    if name_or_path == H100_LLAMA3_8B:
+        return h100_llama3_8b()
+    if name_or_path == CPU_CALIBRATED:
+        if calibrated is None:
+            raise ConfigError("cpu-calibrated: no calibration of this machine was given")
+        return calibrated
+    path = Path(name_or_path)
+    if path.suffix == ".json":
+        return from_json(path)
+    raise ConfigError(f"unknown cost model {name_or_path!r}: choose {', '.join(PRESETS)} or a .json file")
+
+
+def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
+    """This machine's fit: the calibration samples a specdec engine with these options
+    measured at start-up (cached under the project home); an engine is started to measure
+    them when there are none yet (tens of seconds on a 2-core CPU)."""
+    from specdec.engines import calibration, cpu_threads
+    from specdec.models import resolve_model
+
+    binding = cpu_threads.apply_reserved_cpus(engine.reserved_cpus)
+    path = calibration.calibration_path(engine, resolve_model(engine.model), k_max, binding)
+    if not path.exists():
+        from specdec.engines.vllm_engine import VllmEngine
+
+        print(f"cpu-calibrated: no calibration of this machine yet; starting an engine to measure it ({path})",
+              flush=True)
+        VllmEngine(engine, SpecConfig(method="specdec", k_max=k_max)).close()
+    samples = [StepSample(**s) for s in json.loads(path.read_text())]
+    return from_samples(CPU_CALIBRATED, samples, f"calibration {path.name}: {len(samples)} steps timed on this machine")

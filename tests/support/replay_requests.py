@@ -1,0 +1,19 @@
+"""Synthetic greedy references for replay tests (no engine): each prompt ends with a phrase
+its continuation repeats, so own-text lookup and the cross-request cache both find drafts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specdec.engines.replay import ReplayRequest
+
+
+def synthetic_requests(n: int = 12, seed: int = 0, max_tokens: int = 48) -> list[ReplayRequest]:
+    rng = np.random.default_rng(seed)
+    phrase = rng.integers(100, 200, size=12).tolist()
+    reqs = []
+    for i in range(n):
+        prompt = rng.integers(0, 50, size=20).tolist() + phrase
+        greedy = (phrase + rng.integers(0, 50, size=6).tolist()) * 4
+        reqs.append(ReplayRequest(f"r{i}", prompt, greedy, max_tokens))
+    return reqs

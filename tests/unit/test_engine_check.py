@@ -1,0 +1,66 @@
+"""The projection-vs-engine check drives engines as the simulator batches (stand-in engines,
+no model): one engine per method, warmed up, interleaved rounds, medians side by side."""
+
+import pytest
+
+from specdec.bench import engine_check
+from specdec.bench.records import ProjectionRecord
+from specdec.config import ConfigError, EngineConfig, SpecConfig
+from specdec.types import GenerationRequest, GenerationResult
+
+
+class StandInEngine:
+    calls: list[tuple[str, int]] = []
+    started: list["StandInEngine"] = []
+
+    def __init__(self, engine_cfg, spec) -> None:
+        assert all(e.closed for e in StandInEngine.started), "one engine at a time"
+        self.cfg, self.spec, self.closed = engine_cfg, spec, False
+        StandInEngine.started.append(self)
+
+    def generate(self, requests, sampling, batch_size=None):
+        StandInEngine.calls.append((self.spec.method, len(requests)))
+        return [GenerationResult(r.id, "", [1, 2, 3], "length", None, [], []) for r in requests]
+
+    def reset_proposer(self) -> None:
+        StandInEngine.calls.append((self.spec.method, 0))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_rounds_are_interleaved_and_batches_run_as_the_simulator_runs_them(monkeypatch):
+    from specdec.engines import vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "VllmEngine", StandInEngine)
+    StandInEngine.calls, StandInEngine.started = [], []
+    requests = [GenerationRequest(f"p{i}", [1, 2], 3) for i in range(4)]
+    methods = {"none": SpecConfig(method="none"), "specdec": SpecConfig(method="specdec")}
+    measured = engine_check.measure(methods, EngineConfig(max_model_len=64), requests, requests[:1], [1, 4], rounds=2)
+    # a fresh engine per method and round, one at a time, each closed before the next starts
+    assert [e.spec.method for e in StandInEngine.started] == ["none", "specdec"] * 2
+    assert all(e.cfg.max_num_seqs == 4 and e.closed for e in StandInEngine.started)
+    # per round and method: warm-up, batch 1 (reset, then one request at a time), batch 4 (reset, all at once)
+    one_round = [c for m in ("none", "specdec") for c in [(m, 1), (m, 0)] + [(m, 1)] * 4 + [(m, 0), (m, 4)]]
+    assert StandInEngine.calls == one_round * 2
+    assert sorted((m.method, m.batch_size, len(m.tokens_per_s)) for m in measured) == [
+        ("none", 1, 2), ("none", 4, 2), ("specdec", 1, 2), ("specdec", 4, 2)]
+
+
+def test_check_refuses_batch_sizes_the_engine_cannot_reproduce():
+    engine_check.check_batch_sizes([1, 16])
+    with pytest.raises(ConfigError, match=r"not \[4\]"):
+        engine_check.check_batch_sizes([1, 4, 16])
+
+
+def test_check_table_sets_projection_beside_the_median():
+    record = ProjectionRecord(
+        method="none", engine="projected:cpu-calibrated", cost_model="cpu-calibrated", dataset="d", batch_size=16,
+        k_max=0, num_requests=8, mean_running=7.5, projected_tokens_per_s=110.0, projected_decode_tokens_per_s=120.0,
+        speedup_vs_none=1.0, decode_speedup_vs_none=1.0, tokens_per_forward=1.0, acceptance_rate=0.0,
+        mean_drafted_tokens_per_step=0.0, drafting_share=0.0, best_k=True, outputs_identical_to_none=True,
+        started_from="", draft_cost="", accepted_per_pos=[], num_output_tokens=100, tokens_per_s=110.0)
+    table = engine_check.render_check([record], [engine_check.Measured("none", 16, [90.0, 100.0, 130.0])])
+    assert "3 interleaved rounds" in table
+    row = table.splitlines()[-1].split()
+    assert row[:4] == ["none", "16", "110.0", "100.0"] and row[-1] == "1.100"
