@@ -4,7 +4,7 @@
 every proposer is replayed on them: tokens per target forward, for a K sweep, in seconds.
 With `--cost` the replay runs in batches (`--batch-sizes`) and every step is priced by a
 step-time model: projected tokens/s per method and batch size (specdec/bench/projection.py).
-`--engine vllm`: real throughput per method and batch size, each method on a fresh engine.
+`--engine vllm`: real throughput per method and batch size, methods alternating in rounds.
 Engine and prompt options (model, dtype, --max-model-len, --prompt-format, --max-tokens, ...)
 are generate's, from the one parameter model; rows that cannot run are reported and left out.
 `specdec store-bench` (the pipeline's) adds the `--json` records to DuckDB.
@@ -45,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check-engine", action="store_true",
                    help="replay with --cost: also measure the real engine on the same prompts at batch 1 and the "
                         "largest batch size, in interleaved rounds, and print it beside the projection")
-    p.add_argument("--rounds", type=int, default=3, help="--check-engine: interleaved rounds (medians reported)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="vllm engine and --check-engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--specdec-draft-us", default=None, metavar="ROW[+TOKEN]",
                    help="replay with --cost: price our drafter at this many microseconds per row per step "
                         "(+ per output token) instead of the compiled drafter's measured CPU time (or its "
@@ -200,7 +201,10 @@ def _batch_sizes(args) -> list[int]:
 
 
 def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
-    from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_method
+    from specdec.bench import engine_memory
+    from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, run_rounds
+    from specdec.bench.throughput_report import render_table
+    from specdec.models import kv_bytes_per_token, resolve_model
 
     available = engine_methods(1, params.draft_model)
     default = [m for m in DEFAULT_METHODS if m != "suffix" or importlib.util.find_spec("arctic_inference")]
@@ -208,24 +212,30 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     names = _method_names(args.methods, default, allowed=set(available))
     if "specdec[warm]" in names and not warm_from:
         raise ConfigError("specdec[warm] needs --warm-prompts N: the prompts its cache file is built from")
-    if "none" in names:  # the reference runs first
+    if "none" in names:  # listed first: the ratios are against it
         names.remove("none")
         names.insert(0, "none")
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, not {args.rounds}")
     batch_sizes = _batch_sizes(args)
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
     if len(measured) < max(batch_sizes):
         print(f"note: only {len(measured)} prompts to measure: batch {max(batch_sizes)} runs "
               f"{len(measured)} at once (use --limit {max(batch_sizes) + 2} or more)")
+    folder = resolve_model(engine_cfg.model)
+    memory = engine_memory.plan(
+        len(names), max(batch_sizes), max(len(r.prompt_token_ids) + r.max_tokens for r in measured),
+        kv_bytes_per_token(folder, engine_cfg.dtype), engine_cfg.kv_cache_gib, engine_memory.weights_gib(folder),
+        engine_memory.available_gib())
+    print(memory.describe(), flush=True)
     records = []
     for k in ks:
-        reference = None
-        for method in names:
-            print(f"== {dataset} {method} K={k}: a fresh engine", flush=True)
-            recs, outputs = run_method(method, engine_methods(k, params.draft_model)[method], engine_cfg, measured,
-                                       warmup, batch_sizes, dataset, reference, args.min_prompts, warm_from)
-            reference = outputs if method == "none" else reference
-            records += recs
-            print(render_table(records), flush=True)
+        print(f"== {dataset} K={k}: {', '.join(names)} in {args.rounds} interleaved round(s)", flush=True)
+        specs = engine_methods(k, params.draft_model)
+        records += run_rounds({n: specs[n] for n in names}, engine_cfg, measured, warmup, batch_sizes, args.rounds,
+                              dataset, memory.all_alive, args.min_prompts, warm_from,
+                              progress=lambda line: print(line, flush=True))
+        print(render_table(records), flush=True)
     return records
 
 

@@ -21,8 +21,19 @@ class BenchRecord:
     started_from: str
     accepted_per_pos: list[int]
     num_output_tokens: int
-    tokens_per_s: float | None = None  # real engine only
-    seconds: float | None = None  # real engine only
+    # Real engine only (medians over its interleaved rounds):
+    tokens_per_s: float | None = None  # end to end: the prefill pass and the decode pass
+    seconds: float | None = None  # the same, per round
+    decode_tokens_per_s: float | None = None  # prompts already in the prefix cache
+    prefill_seconds: float | None = None
+    rounds: int | None = None
+    # Ratio to none in the same round: median, and min and max over the rounds.
+    speedup_vs_none: float | None = None  # end to end
+    speedup_min: float | None = None
+    speedup_max: float | None = None
+    decode_speedup_vs_none: float | None = None
+    decode_speedup_min: float | None = None
+    decode_speedup_max: float | None = None
 
     @classmethod
     def from_stats(cls, total: Totals, **fields) -> "BenchRecord":

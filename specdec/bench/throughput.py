@@ -1,12 +1,20 @@
 """Real-engine throughput, methods side by side in one run (`specdec bench --engine vllm`).
 
-Every method gets its own engine, started fresh (same model, same engine options), warmed
-up on prompts that are not measured, then runs each batch size on the same prompts. Greedy
-outputs are compared with `none`'s and the table says whether they are identical.
+Every method gets its own engine (same model, same engine options), warmed up on prompts
+that are not measured. The methods then alternate in rounds over the same prompts
+(specdec/bench/rounds.py): a slow minute of a shared machine hits every method alike, and
+the table gives medians and the spread over rounds. Engines stay alive through the rounds
+where memory holds them all, else one runs at a time (specdec/bench/engine_memory.py).
+
+Every measurement starts from the same state: vLLM's prefix cache is emptied, the prompts
+go through the engine once with max_tokens=1 (timed apart, as prefill) so that every method
+finds them in the prefix cache, then the cross-request draft cache is put back to cold (or to the `specdec[warm]`
+snapshot) and only then does the decode clock start. Greedy outputs are compared with
+`none`'s and the table says whether they are identical.
 
 `specdec[warm]` measures the persisted-cache mode (what a nightly run gains from the cache
 file the previous night saved): its engine first generates a disjoint set of prompts, which
-saves the cache file, and every batch size then starts from a copy of that file.
+saves the cache file, and every measurement then starts from a copy of that file.
 """
 
 from __future__ import annotations
@@ -16,12 +24,14 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from specdec.bench.records import BenchRecord
+from specdec.bench.rounds import UNRESETTABLE, Timing, schedule
+from specdec.bench.throughput_report import make_records
 from specdec.config import EngineConfig, SpecConfig
-from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
@@ -38,7 +48,7 @@ def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConf
         "suffix": SpecConfig(method="suffix", k_max=k),
         "specdec": SpecConfig(method="specdec", k_max=k),
         "specdec[no-budget]": SpecConfig(method="specdec", k_max=k, budget=False),
-        # The cache file lives in a folder of the bench's own (see run_method).
+        # The cache file lives in a folder of the bench's own (see run_rounds).
         "specdec[warm]": SpecConfig(method="specdec", k_max=k, cache_file=WARM_CACHE_NAME),
     }
     if draft_model:
@@ -51,59 +61,110 @@ def prompts_for_batch(requests: Sequence[GenerationRequest], batch_size: int, mi
     return requests[: max(batch_size, min_prompts)]
 
 
-def run_method(
-    name: str,
-    spec: SpecConfig,
+class MethodEngine:
+    """One method's engine over the rounds, and the cross-request cache state each of its
+    measurements starts from."""
+
+    def __init__(self, name: str, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest],
+                 warm_from: Sequence[GenerationRequest]) -> None:
+        if spec.cache_file and not warm_from:
+            raise ValueError(f"{name}: the persisted-cache mode needs prompts to build its cache from")
+        self.name, self.spec, self.engine_cfg = name, spec, engine_cfg
+        self.warmup, self.warm_from = warmup, warm_from
+        self.engine: Any = None
+        self.measured = False  # since the engine started: an unresettable cache is then dirty
+        self.snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
+        self.starts = 0
+
+    def ready(self) -> Any:
+        """The engine, started (again) where needed: vLLM's suffix cache cannot be cleared
+        from outside, so such an engine is restarted after every measurement."""
+        if self.engine is None or (self.measured and self.spec.method in UNRESETTABLE):
+            self.close()
+            from specdec.engines.vllm_engine import VllmEngine
+
+            self.engine = VllmEngine(self.engine_cfg, self.spec)
+            self.starts += 1
+            self.engine.generate(self.warmup, GREEDY)
+            if self.snapshot is not None and not self.snapshot.exists():
+                _save_warm_cache(self.engine, self.spec.cache_file, self.warm_from, self.snapshot)
+        return self.engine
+
+    def start_cold(self) -> None:
+        """Cross-request cache back to the start: cold, or the `specdec[warm]` snapshot (the
+        engine rewrites its cache file after every call, so the saved copy is restored)."""
+        if self.snapshot is not None:
+            shutil.copyfile(self.snapshot, self.spec.cache_file)
+        self.engine.reset_proposer()
+        self.measured = True
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+            self.measured = False
+
+
+def run_rounds(
+    methods: dict[str, SpecConfig],
     engine_cfg: EngineConfig,
     requests: Sequence[GenerationRequest],
     warmup: Sequence[GenerationRequest],
     batch_sizes: Sequence[int],
+    rounds: int,
     dataset: str,
-    reference: dict[str, list[int]] | None,
-    min_prompts: int = 16,
+    all_alive: bool,
+    min_prompts: int,
     warm_from: Sequence[GenerationRequest] = (),
-) -> tuple[list[BenchRecord], dict[str, list[int]]]:
-    """Start an engine for `spec`, warm it up, time each batch size; return records + outputs.
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[BenchRecord]:
+    """Measure every method at every batch size in `rounds` interleaved rounds; one record
+    per method and batch size (medians, and the spread of the ratio to `none`)."""
+    cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
+    timings: list[Timing] = []
+    results: dict[tuple[str, int], list[GenerationResult]] = {}
+    with contextlib.ExitStack() as stack:
+        slots = {name: MethodEngine(name, stack.enter_context(_private_cache_file(spec)), cfg, warmup, warm_from)
+                 for name, spec in methods.items()}
+        for slot in slots.values():
+            stack.callback(slot.close)
+        steps = schedule(list(methods), batch_sizes, rounds, all_alive)
+        for i, step in enumerate(steps):
+            if not all_alive:  # one engine at a time, each started afresh every round
+                for other in slots.values():
+                    if other.name != step.method or (i and steps[i - 1].round != step.round):
+                        other.close()
+            batch = prompts_for_batch(requests, step.batch_size, min_prompts)
+            timing, out = measure(slots[step.method], batch, step.round, step.batch_size)
+            timings.append(timing)
+            results.setdefault((step.method, step.batch_size), []).extend(out)
+            progress(f"round {step.round + 1}/{rounds} {step.method} batch {step.batch_size}: "
+                     f"decode {timing.decode_tokens_per_s:.1f} tokens/s, end to end {timing.tokens_per_s:.1f}")
+            if step.method in UNRESETTABLE and not any(s.method == step.method for s in steps[i + 1:]):
+                slots[step.method].close()
+        for name, slot in slots.items():
+            cost = slot.engine.step_cost() if slot.engine is not None else None
+            if cost is not None:
+                progress(f"{name}: budget step cost {_format_cost(cost)}")
+        starts = {name: slot.starts for name, slot in slots.items()}
+    return make_records(methods, timings, results, dataset, all_alive, starts, len(warm_from))
 
-    Every batch size starts from a cold cross-request cache, so no prompt is scored against a
-    cache holding its own output: ours is reset in place; vLLM's suffix cache cannot be
-    cleared from outside, so `suffix` gets a fresh engine for every batch size. With a cache
-    file (`specdec[warm]`) every batch size starts instead from the file saved after
-    generating `warm_from`, prompts that are not measured.
-    """
-    if spec.cache_file and not warm_from:
-        raise ValueError(f"{name}: the persisted-cache mode needs prompts to build its cache from")
-    with _private_cache_file(spec) as spec:
-        records: list[BenchRecord] = []
-        outputs: dict[str, list[int]] = {}
-        engine = None
-        snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
-        try:
-            for batch_size in batch_sizes:
-                if engine is None or spec.method in _UNRESETTABLE:
-                    if engine is not None:
-                        engine.close()
-                    engine = _started(spec, engine_cfg, max(batch_sizes), warmup)
-                    if snapshot is not None:
-                        _save_warm_cache(engine, spec.cache_file, warm_from, snapshot)
-                if snapshot is not None:
-                    # The engine rewrites its cache file after every call: start from the saved one.
-                    shutil.copyfile(snapshot, spec.cache_file)
-                engine.reset_proposer()
-                batch = prompts_for_batch(requests, batch_size, min_prompts)
-                started = time.perf_counter()
-                results = engine.generate(batch, GREEDY, batch_size=batch_size)
-                seconds = time.perf_counter() - started
-                outputs.update({r.id: r.output_token_ids for r in results})
-                records.append(_record(name, spec, dataset, batch_size, len(batch), seconds, results, reference,
-                                       len(warm_from)))
-            step_cost = engine.step_cost() if engine is not None else None
-            if step_cost is not None:
-                print(f"{name}: budget step cost {_format_cost(step_cost)}", flush=True)
-            return records, outputs
-        finally:
-            if engine is not None:
-                engine.close()
+
+def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int, batch_size: int
+            ) -> tuple[Timing, list[GenerationResult]]:
+    """From an empty prefix cache, the prefill pass (max_tokens=1: every prompt then in the
+    prefix cache), the cross-request cache back to its start, then the timed decode pass."""
+    engine = slot.ready()
+    engine.reset_prefix_cache()  # else a second batch size or round would prefill for free
+    started = time.perf_counter()
+    engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)
+    prefill_s = time.perf_counter() - started
+    slot.start_cold()  # after the prefill pass: its one-token outputs must not be drafted from
+    started = time.perf_counter()
+    results = engine.generate(batch, GREEDY, batch_size=batch_size)
+    decode_s = time.perf_counter() - started
+    tokens = sum(len(r.output_token_ids) for r in results)
+    return Timing(round_, slot.name, batch_size, tokens, prefill_s, decode_s), results
 
 
 @contextlib.contextmanager
@@ -116,76 +177,14 @@ def _private_cache_file(spec: SpecConfig) -> Iterator[SpecConfig]:
         yield dataclasses.replace(spec, cache_file=str(Path(folder) / Path(spec.cache_file).name))
 
 
-_UNRESETTABLE = frozenset({"suffix"})  # cross-request state inside vLLM we cannot clear
-
-
-def _save_warm_cache(engine, cache_file: str, warm_from: Sequence[GenerationRequest], snapshot: Path) -> None:
+def _save_warm_cache(engine: Any, cache_file: str, warm_from: Sequence[GenerationRequest], snapshot: Path) -> None:
     """The previous night's run: generate `warm_from` from a cold cache; the engine saves
-    the cache file, and a copy of it is what every measured batch size starts from."""
+    the cache file, and a copy of it is what every measurement starts from."""
     Path(cache_file).unlink(missing_ok=True)
     engine.reset_proposer()
     engine.generate(warm_from, GREEDY)
     shutil.copyfile(cache_file, snapshot)
 
 
-def _started(spec: SpecConfig, engine_cfg: EngineConfig, max_batch: int, warmup: Sequence[GenerationRequest]):
-    from specdec.engines.vllm_engine import VllmEngine
-
-    engine = VllmEngine(dataclasses.replace(engine_cfg, max_num_seqs=max_batch), spec)
-    engine.generate(warmup, GREEDY)
-    return engine
-
-
 def _format_cost(cost: dict[str, float]) -> str:
     return ", ".join(f"{key} {value * 1000:.2f} ms" for key, value in cost.items())
-
-
-def _record(
-    name: str,
-    spec: SpecConfig,
-    dataset: str,
-    batch_size: int,
-    num_requests: int,
-    seconds: float,
-    results: Sequence[GenerationResult],
-    reference: dict[str, list[int]] | None,
-    num_warm_prompts: int = 0,
-) -> BenchRecord:
-    total = ShardStats.aggregate(r.stats for r in results)
-    identical = None if reference is None else all(reference.get(r.id) == r.output_token_ids for r in results)
-    return BenchRecord.from_stats(
-        total,
-        method=name,
-        engine="vllm",
-        dataset=dataset,
-        batch_size=batch_size,
-        k_max=spec.k_max,
-        num_requests=num_requests,
-        outputs_identical_to_none=identical,
-        started_from=_started_from(spec, num_warm_prompts),
-        tokens_per_s=total.num_output_tokens / seconds,
-        seconds=seconds,
-    )
-
-
-def _started_from(spec: SpecConfig, num_warm_prompts: int) -> str:
-    if spec.method in _UNRESETTABLE:
-        return "fresh engine per batch size, warmed up on other prompts"
-    if spec.cache_file:
-        return (f"fresh engine warmed up on other prompts; every batch size starts from the cache file "
-                f"saved after generating {num_warm_prompts} other prompts")
-    return "fresh engine warmed up on other prompts; cold cross-request cache per batch size"
-
-
-def render_table(records: Sequence[BenchRecord]) -> str:
-    base = {(r.dataset, r.batch_size): r.tokens_per_s for r in records if r.method == "none"}
-    header = f"{'method':<20}{'batch':>6}{'tok/s':>9}{'x none':>8}{'tok/fwd':>9}{'accept':>8}  identical"
-    lines = [header, "-" * len(header)]
-    for r in records:
-        ratio = r.tokens_per_s / base[(r.dataset, r.batch_size)] if (r.dataset, r.batch_size) in base else float("nan")
-        ident = "-" if r.outputs_identical_to_none is None else ("yes" if r.outputs_identical_to_none else "NO")
-        lines.append(
-            f"{r.method:<20}{r.batch_size:>6}{r.tokens_per_s:>9.1f}{ratio:>8.2f}"
-            f"{r.tokens_per_forward:>9.2f}{r.acceptance_rate:>8.2f}  {ident}"
-        )
-    return "\n".join(lines)

@@ -120,6 +120,12 @@ class VllmEngine:
         if self.spec.method == "specdec":
             self.llm.collective_rpc(vllm_proposer.reset_proposer)
 
+    def reset_prefix_cache(self) -> None:
+        """Drop vLLM's prefix cache (between calls, no request running): the next prompts are
+        prefilled anew, as on a fresh engine."""
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM did not reset its prefix cache")
+
     def close(self) -> None:
         """Stop vLLM's engine and worker processes now (instead of at interpreter exit);
         any that outlive vLLM's own shutdown are killed by PID."""

@@ -1,0 +1,30 @@
+"""`specdec bench --engine vllm`'s rounds on the real engine, kept small: two methods, two
+batch sizes, two rounds. The prefix-cache reset, the prefill pass and the per-round ratios
+run for real; the scheduling itself is checked without an engine in
+tests/unit/test_bench_rounds.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from specdec.bench.throughput import engine_methods, run_rounds
+from specdec.config import EngineConfig
+from specdec.types import GenerationRequest
+
+pytestmark = pytest.mark.slow
+
+
+def test_interleaved_rounds_on_the_real_engine_keep_greedy_outputs():
+    specs = engine_methods(4)
+    # repeating text, so that n-gram lookup has something to draft
+    requests = [GenerationRequest(f"p{i}", tuple(range(200 + i, 240 + i)) * 2, 8) for i in range(2)]
+    warmup = [GenerationRequest("w", tuple(range(300, 320)), 4)]
+    engine_cfg = EngineConfig(max_model_len=512, kv_cache_gib=1.0)
+    records = run_rounds({n: specs[n] for n in ("none", "ngram[2..5]")}, engine_cfg, requests, warmup,
+                         [1, 2], 2, "synthetic", all_alive=True, min_prompts=2)
+    assert [(r.method, r.batch_size, r.rounds) for r in records] == [
+        ("none", 1, 2), ("ngram[2..5]", 1, 2), ("none", 2, 2), ("ngram[2..5]", 2, 2)]
+    assert all(r.outputs_identical_to_none for r in records)
+    assert all(r.decode_tokens_per_s > 0 and r.prefill_seconds > 0 and r.tokens_per_s > 0 for r in records)
+    assert all(r.decode_speedup_min <= r.decode_speedup_vs_none <= r.decode_speedup_max for r in records)
+    assert all(r.num_requests == 2 and r.num_output_tokens == 2 * 2 * 8 for r in records)
