@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.engines import calibration, cpu_threads, processes, vllm_proposer
+from specdec.engines import calibration, cpu_threads, onednn_cache, processes, vllm_proposer
 from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
@@ -78,6 +78,7 @@ class VllmEngine:
         # whole GiB): EngineConfig.kv_cache_gib is the one setting that counts.
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
         self.cpu_binding = cpu_threads.apply_reserved_cpus(engine.reserved_cpus)
+        onednn_cache.apply_primitive_cache_capacity()
         if spec.method == "specdec":
             # Binding our proposer and collecting its traces goes through collective_rpc with
             # a function; vLLM only pickles functions over its local IPC when this is set.
