@@ -142,8 +142,17 @@ def cancel_in_shard(env, worker_proc, params: dict, shard: str) -> None:
         **params, "max_tokens": 16, "batch_size": 4, "kv_cache_gib": 1.0})
     wait_for(lambda: task_state(flow_run.id, f"generate {shard}") == "RUNNING", 400, f"{shard} generating")
     tree = descendants(worker_proc.pid)  # the flow-run process, its engine and worker processes
-    assert any("EngineCore" in p.name() for p in tree), describe(tree)
-    done = prefect(env, "flow-run", "cancel", str(flow_run.id))
+    engine_cores = [p for p in tree if "EngineCore" in p.name()]
+    assert engine_cores, describe(tree)
+    # The shard must not finish while the CLI starts (seconds on 2 cores): hold the engine
+    # until the run is Cancelling, then let it go so it can be shut down the usual way.
+    for p in engine_cores:
+        p.suspend()
+    try:
+        done = prefect(env, "flow-run", "cancel", str(flow_run.id))
+    finally:
+        for p in engine_cores:
+            p.resume()
     assert done.returncode == 0, done.stdout + done.stderr
     assert not wait_until_gone(tree, 30), describe(tree)
     with get_client(sync_client=True) as client:
