@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
+from specdec.datasets import humaneval_rows, sharegpt_long_rows, sharegpt_multiturn_rows
 from specdec.prompts import InputError, PromptRow, read_prompt_table, validate_rows
 
-BUILTIN = ("humaneval", "sharegpt-mt")
+# name -> loader(limit): rows with id, prompt and (for chats) messages
+BUILTIN_LOADERS: dict[str, Callable[[int | None], list[dict[str, str]]]] = {
+    "humaneval": humaneval_rows,
+    "sharegpt-mt": sharegpt_multiturn_rows,
+    "sharegpt-long": sharegpt_long_rows,
+}
+BUILTIN = tuple(BUILTIN_LOADERS)
 
 
 def load_rows(name_or_path: str, limit: int | None) -> tuple[list[PromptRow], str]:
     """(rows, dataset name) for a built-in set or a Parquet file / folder of shards."""
-    if name_or_path == "humaneval":
-        items = humaneval_rows(limit)
-    elif name_or_path == "sharegpt-mt":
-        items = sharegpt_multiturn_rows(limit)
-    else:
+    loader = BUILTIN_LOADERS.get(name_or_path)
+    if loader is None:
         return _rows_from_files(Path(name_or_path), limit), Path(name_or_path).stem
+    items = loader(limit)
     rows = [
         PromptRow(i, r["id"], r["prompt"], _messages(r), None) for i, r in enumerate(items)
     ]
