@@ -47,6 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "largest batch size, in interleaved rounds, and print it beside the projection")
     p.add_argument("--rounds", type=int, default=3,
                    help="vllm engine and --check-engine: interleaved rounds (medians and spread reported)")
+    p.add_argument("--step-breakdown", action="store_true",
+                   help="vllm engine: time every decode step inside the worker and print where it goes (forward, "
+                        "sampling, drafter, engine core; time outside steps per request), with specdec's step time "
+                        "over ngram[2..5]'s at matched drafted tokens")
     p.add_argument("--specdec-draft-us", default=None, metavar="ROW[+TOKEN]",
                    help="replay with --cost: price our drafter at this many microseconds per row per step "
                         "(+ per output token) instead of the compiled drafter's measured CPU time (or its "
@@ -203,6 +207,7 @@ def _batch_sizes(args) -> list[int]:
 def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
     from specdec.bench import engine_memory
     from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, run_rounds
+    from specdec.bench.step_breakdown import render_breakdown
     from specdec.bench.throughput_report import render_table
     from specdec.models import kv_bytes_per_token, resolve_model
 
@@ -232,10 +237,13 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     for k in ks:
         print(f"== {dataset} K={k}: {', '.join(names)} in {args.rounds} interleaved round(s)", flush=True)
         specs = engine_methods(k, params.draft_model)
+        windows = [] if args.step_breakdown else None
         records += run_rounds({n: specs[n] for n in names}, engine_cfg, measured, warmup, batch_sizes, args.rounds,
                               dataset, memory.all_alive, args.min_prompts, warm_from,
-                              progress=lambda line: print(line, flush=True))
+                              progress=lambda line: print(line, flush=True), step_windows=windows)
         print(render_table(records), flush=True)
+        if windows:
+            print(render_breakdown(windows), flush=True)
     return records
 
 

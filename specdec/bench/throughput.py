@@ -30,6 +30,7 @@ from typing import Any
 
 from specdec.bench.records import BenchRecord
 from specdec.bench.rounds import UNRESETTABLE, Timing, schedule
+from specdec.bench.step_breakdown import StepWindow
 from specdec.bench.throughput_report import make_records
 from specdec.config import EngineConfig, SpecConfig
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
@@ -66,11 +67,12 @@ class MethodEngine:
     measurements starts from."""
 
     def __init__(self, name: str, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest],
-                 warm_from: Sequence[GenerationRequest]) -> None:
+                 warm_from: Sequence[GenerationRequest], record_steps: bool = False) -> None:
         if spec.cache_file and not warm_from:
             raise ValueError(f"{name}: the persisted-cache mode needs prompts to build its cache from")
         self.name, self.spec, self.engine_cfg = name, spec, engine_cfg
         self.warmup, self.warm_from = warmup, warm_from
+        self.record_steps = record_steps
         self.engine: Any = None
         self.measured = False  # since the engine started: an unresettable cache is then dirty
         self.snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
@@ -83,7 +85,7 @@ class MethodEngine:
             self.close()
             from specdec.engines.vllm_engine import VllmEngine
 
-            self.engine = VllmEngine(self.engine_cfg, self.spec)
+            self.engine = VllmEngine(self.engine_cfg, self.spec, record_steps=self.record_steps)
             self.starts += 1
             self.engine.generate(self.warmup, GREEDY)
             if self.snapshot is not None and not self.snapshot.exists():
@@ -117,14 +119,17 @@ def run_rounds(
     min_prompts: int,
     warm_from: Sequence[GenerationRequest] = (),
     progress: Callable[[str], None] = lambda _: None,
+    step_windows: list[StepWindow] | None = None,
 ) -> list[BenchRecord]:
     """Measure every method at every batch size in `rounds` interleaved rounds; one record
-    per method and batch size (medians, and the spread of the ratio to `none`)."""
+    per method and batch size (medians, and the spread of the ratio to `none`). With
+    `step_windows`, the engines time their steps and every decode pass is appended there."""
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     timings: list[Timing] = []
     results: dict[tuple[str, int], list[GenerationResult]] = {}
     with contextlib.ExitStack() as stack:
-        slots = {name: MethodEngine(name, stack.enter_context(_private_cache_file(spec)), cfg, warmup, warm_from)
+        slots = {name: MethodEngine(name, stack.enter_context(_private_cache_file(spec)), cfg, warmup, warm_from,
+                                    record_steps=step_windows is not None)
                  for name, spec in methods.items()}
         for slot in slots.values():
             stack.callback(slot.close)
@@ -135,8 +140,10 @@ def run_rounds(
                     if other.name != step.method or (i and steps[i - 1].round != step.round):
                         other.close()
             batch = prompts_for_batch(requests, step.batch_size, min_prompts)
-            timing, out = measure(slots[step.method], batch, step.round, step.batch_size)
+            timing, out, window = measure(slots[step.method], batch, step.round, step.batch_size)
             timings.append(timing)
+            if step_windows is not None and window is not None:
+                step_windows.append(window)
             results.setdefault((step.method, step.batch_size), []).extend(out)
             progress(f"round {step.round + 1}/{rounds} {step.method} batch {step.batch_size}: "
                      f"decode {timing.decode_tokens_per_s:.1f} tokens/s, end to end {timing.tokens_per_s:.1f}")
@@ -151,20 +158,27 @@ def run_rounds(
 
 
 def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int, batch_size: int
-            ) -> tuple[Timing, list[GenerationResult]]:
+            ) -> tuple[Timing, list[GenerationResult], StepWindow | None]:
     """From an empty prefix cache, the prefill pass (max_tokens=1: every prompt then in the
-    prefix cache), the cross-request cache back to its start, then the timed decode pass."""
+    prefix cache), the cross-request cache back to its start, then the timed decode pass (and
+    its steps, where the engine records them)."""
     engine = slot.ready()
     engine.reset_prefix_cache()  # else a second batch size or round would prefill for free
     started = time.perf_counter()
     engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)
     prefill_s = time.perf_counter() - started
     slot.start_cold()  # after the prefill pass: its one-token outputs must not be drafted from
+    if slot.record_steps:
+        engine.take_step_records()  # the prefill pass's steps: not measured
     started = time.perf_counter()
     results = engine.generate(batch, GREEDY, batch_size=batch_size)
-    decode_s = time.perf_counter() - started
+    ended = time.perf_counter()
+    window = None
+    if slot.record_steps:
+        window = StepWindow(round_, slot.name, batch_size, started, ended, len(batch),
+                            tuple(engine.take_step_records()))
     tokens = sum(len(r.output_token_ids) for r in results)
-    return Timing(round_, slot.name, batch_size, tokens, prefill_s, decode_s), results
+    return Timing(round_, slot.name, batch_size, tokens, prefill_s, ended - started), results, window
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.engines import calibration, cpu_threads, onednn_cache, processes, vllm_proposer
+from specdec.engines import calibration, cpu_threads, onednn_cache, processes, step_profile, vllm_proposer
 from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
@@ -64,7 +64,8 @@ class VllmEngine:
     # vLLM's metrics registry is one per process and follows the newest engine only
     _engines_started = 0
 
-    def __init__(self, engine: EngineConfig, spec: SpecConfig) -> None:
+    def __init__(self, engine: EngineConfig, spec: SpecConfig, record_steps: bool = False) -> None:
+        """`record_steps`: time every step inside the worker (`take_step_records`)."""
         from vllm import LLM
 
         check_vllm_version()
@@ -79,7 +80,7 @@ class VllmEngine:
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
         self.cpu_binding = cpu_threads.apply_reserved_cpus(engine.reserved_cpus)
         onednn_cache.apply_primitive_cache_capacity()
-        if spec.method == "specdec":
+        if spec.method == "specdec" or record_steps:
             # Binding our proposer and collecting its traces goes through collective_rpc with
             # a function; vLLM only pickles functions over its local IPC when this is set.
             os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
@@ -109,6 +110,12 @@ class VllmEngine:
             if spec.budget:
                 calibration.calibrate(self.llm, engine, self.model_path, spec.k_max, self.cpu_binding)
                 log.info("speculation budget step cost: %s", self.step_cost())
+        if record_steps:
+            self.llm.collective_rpc(step_profile.start_recording)
+
+    def take_step_records(self) -> list[step_profile.StepRecord]:
+        """The steps recorded since the last call (engine started with `record_steps`)."""
+        return [step_profile.StepRecord(**r) for r in self.llm.collective_rpc(step_profile.take_records)[0]]
 
     def step_cost(self) -> dict[str, float] | None:
         """The batch budget's current step-cost model (specdec with budget only)."""
