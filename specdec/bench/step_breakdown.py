@@ -9,8 +9,10 @@ a prefill step; it is reported per request.
 
 Methods draft different numbers of tokens, and on a CPU every drafted token lengthens the
 forward, so step times are compared at matched drafted tokens: the steps of both methods
-are grouped by the number of draft tokens they verify, and the comparison weighs each
-group's median step time by how often the compared method ran it.
+are grouped by their rows and their whole draft tokens per row (at batch 1: the exact number
+of draft tokens), and the comparison weighs each group's median step time by how often the
+compared method ran it. Groups either method ran only a few times are left out: their
+medians are noise.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from specdec.bench.rounds import Spread
 from specdec.engines.step_profile import StepRecord
 
-MIN_MATCHED_STEPS = 3  # a draft count needs this many steps on both sides to be compared
+MIN_MATCHED_STEPS = 10  # a group needs this many steps on both sides to be compared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +96,9 @@ def breakdown(windows: Sequence[StepWindow]) -> list[Breakdown]:
 
 
 def matched_ratio(method: Sequence[TimedStep], reference: Sequence[TimedStep]) -> float | None:
-    """`method`'s step time over `reference`'s at the same drafted tokens: each draft count
-    both ran at least MIN_MATCHED_STEPS times weighs in by how often `method` ran it."""
+    """`method`'s step time over `reference`'s at matched drafted tokens: each group (rows,
+    whole draft tokens per row) both ran at least MIN_MATCHED_STEPS times weighs in by how
+    often `method` ran it."""
     ours, theirs = _by_drafts(method), _by_drafts(reference)
     shared = [d for d in ours if len(ours[d]) >= MIN_MATCHED_STEPS and len(theirs.get(d, ())) >= MIN_MATCHED_STEPS]
     if not shared:
@@ -129,10 +132,14 @@ def render_breakdown(windows: Sequence[StepWindow], method: str = "specdec", ref
         lines.append(f"| {b.method} | {b.batch_size} | {b.num_steps} | {b.draft_tokens:.2f} | {b.step_s * 1e3:.2f} | "
                      f"{b.forward_s * 1e3:.2f} | {b.sample_s * 1e3:.2f} | {b.propose_s * 1e3:.3f} | "
                      f"{b.core_gap_s * 1e3:.2f} | {b.outside_per_request_s * 1e3:.1f} |")
-    ratios = matched_ratios(windows, method, reference)
-    for batch_size, spread in ratios.items():
+    groups = _grouped(windows)
+    for batch_size, spread in matched_ratios(windows, method, reference).items():
+        # Pooled: every round's steps together (the rounds interleave, so a slow spell is shared).
+        pooled = matched_ratio(*([s for w in groups[(name, batch_size)] for s in decode_steps(w)]
+                                 for name in (method, reference)))
         lines.append(f"{method} / {reference} step time at matched drafted tokens, batch {batch_size}: "
-                     f"{spread.median:.3f} (rounds {spread.low:.3f}-{spread.high:.3f})")
+                     f"{pooled:.3f} over all rounds; per round median {spread.median:.3f} "
+                     f"({spread.low:.3f}-{spread.high:.3f})")
     return "\n".join(lines)
 
 
@@ -143,8 +150,9 @@ def _grouped(windows: Sequence[StepWindow]) -> dict[tuple[str, int], list[StepWi
     return groups
 
 
-def _by_drafts(steps: Sequence[TimedStep]) -> dict[int, list[float]]:
-    groups: dict[int, list[float]] = {}
+def _by_drafts(steps: Sequence[TimedStep]) -> dict[tuple[int, int], list[float]]:
+    groups: dict[tuple[int, int], list[float]] = {}
     for s in steps:
-        groups.setdefault(s.record.num_draft_tokens, []).append(s.seconds)
+        rows = s.record.num_seqs
+        groups.setdefault((rows, s.record.num_draft_tokens // rows), []).append(s.seconds)
     return groups

@@ -205,13 +205,15 @@ class VllmEngine:
         """
         if not self.alive:
             raise EngineStalled("this engine was stopped; start a new one")
-        results: list[GenerationResult] = []
+        outputs: list[Any] = []
         step = batch_size or len(requests) or 1
         with StallWatch(stall_timeout_s, lambda: self._stop_stalled(stall_timeout_s or 0.0)) as watch:
             try:
                 for start in range(0, len(requests), step):
                     chunk = requests[start : start + step]
-                    results.extend(self._generate_chunk(chunk, sampling, watch, show_progress, first_index=start))
+                    outputs.extend(self._generate_chunk(chunk, sampling, watch, show_progress, first_index=start))
+                # One round trip to the worker for the whole call, not one per chunk.
+                traces = self._collect_traces([o.request_id for o in outputs])
                 if self.spec.method == "specdec" and self.spec.cache_file:
                     self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
             except Exception as exc:
@@ -219,7 +221,8 @@ class VllmEngine:
                     raise EngineStalled(f"no request finished for {stall_timeout_s:.0f} s; the engine "
                                         "was stopped") from exc
                 raise
-        return results
+        return [self._result(req, out, traces.get(out.request_id))
+                for req, out in zip(requests, outputs, strict=True)]
 
     def _generate_chunk(
         self,
@@ -228,7 +231,8 @@ class VllmEngine:
         watch: StallWatch,
         show_progress: bool,
         first_index: int = 0,
-    ) -> list[GenerationResult]:
+    ) -> list[Any]:
+        """vLLM's RequestOutputs for `requests`, in order."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -245,12 +249,7 @@ class VllmEngine:
             )
             for i, r in enumerate(requests)
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=progress_bars(watch, show_progress))
-        traces = self._collect_traces([o.request_id for o in outputs])
-        return [
-            self._result(req, out, traces.get(out.request_id))
-            for req, out in zip(requests, outputs, strict=True)
-        ]
+        return self.llm.generate(prompts, params, use_tqdm=progress_bars(watch, show_progress))
 
     def _collect_traces(self, engine_ids: list[str]) -> dict[str, RequestTrace]:
         if self.spec.method != "specdec":

@@ -55,17 +55,30 @@ def test_matched_ratio_weighs_shared_draft_counts_by_the_compared_methods_steps(
                 t += seconds
         return decode_steps(window(out))
 
-    ours = steps([(5, 0.060, 9), (3, 0.050, 3), (1, 0.040, 2)])  # draft count 1: too few to compare
-    theirs = steps([(5, 0.050, 4), (3, 0.050, 10), (1, 0.010, 10)])
+    ours = steps([(5, 0.060, 21), (3, 0.050, 10), (1, 0.040, 9)])  # draft count 1: too few to compare
+    theirs = steps([(5, 0.050, 11), (3, 0.050, 30), (1, 0.010, 30)])
     # every step follows the previous one directly: step time = forward + sampling
-    expected = (8 * 0.060 + 3 * 0.050) / (8 * 0.050 + 3 * 0.050)  # ours' first step is not timed
+    expected = (20 * 0.060 + 10 * 0.050) / (20 * 0.050 + 10 * 0.050)  # ours' first step is not timed
     assert matched_ratio(ours, theirs) == pytest.approx(expected)
-    assert matched_ratio(ours, steps([(2, 0.05, 9)])) is None  # no draft count in common
+    assert matched_ratio(ours, steps([(2, 0.05, 30)])) is None  # no draft count in common
+
+
+def test_with_several_rows_steps_match_by_whole_draft_tokens_per_row():
+    def steps(drafts_and_seconds):
+        out, t = [], 0.0
+        for drafts, seconds in drafts_and_seconds:  # back to back: step time = forward + sampling
+            out.append(record(t, seconds - 0.001, drafts=drafts, seqs=4))
+            t += seconds
+        return decode_steps(window(out))
+
+    ours = steps([(0, 0.1)] + [(9, 0.2)] * 10 + [(13, 0.4)] * 10)  # 9 and 13 drafts: 2 and 3 per row
+    theirs = steps([(0, 0.1)] + [(10, 0.1)] * 10 + [(12, 0.2)] * 10)  # 10 and 12: 2 and 3 per row
+    assert matched_ratio(ours, theirs) == pytest.approx((0.2 + 0.4) / (0.1 + 0.2))
 
 
 def test_matched_ratios_pair_rounds_and_breakdown_reports_every_method():
     def run(method, round_, seconds):
-        return window([record(i * seconds, seconds - 0.001, drafts=4, propose=0.0005) for i in range(6)],
+        return window([record(i * seconds, seconds - 0.001, drafts=4, propose=0.0005) for i in range(11)],
                       method=method, round_=round_)
 
     windows = [run("specdec", 0, 0.06), run("ngram[2..5]", 0, 0.05),
@@ -73,8 +86,8 @@ def test_matched_ratios_pair_rounds_and_breakdown_reports_every_method():
     spread = matched_ratios(windows, "specdec", "ngram[2..5]")[1]
     assert (spread.low, spread.high) == (pytest.approx(1.0), pytest.approx(1.2))
     rows = {b.method: b for b in breakdown(windows)}
-    assert rows["specdec"].num_steps == 10 and rows["specdec"].draft_tokens == 4
+    assert rows["specdec"].num_steps == 20 and rows["specdec"].draft_tokens == 4
     assert rows["ngram[2..5]"].propose_s == pytest.approx(0.0005)
     assert rows["ngram[2..5]"].sample_s == pytest.approx(0.0005)  # sampling without the drafter
     text = render_breakdown(windows)
-    assert "| specdec | 1 | 10 | 4.00 |" in text and "batch 1: 1.100 (rounds 1.000-1.200)" in text
+    assert "| specdec | 1 | 20 | 4.00 |" in text and "batch 1: 1.100 over all rounds; per round median 1.100 (1.000-1.200)" in text
