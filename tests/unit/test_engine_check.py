@@ -25,6 +25,9 @@ class StandInEngine:
     def reset_proposer(self) -> None:
         StandInEngine.calls.append((self.spec.method, 0))
 
+    def reset_prefix_cache(self) -> None:
+        StandInEngine.calls.append((self.spec.method, -1))
+
     def close(self) -> None:
         self.closed = True
 
@@ -40,8 +43,10 @@ def test_rounds_are_interleaved_and_batches_run_as_the_simulator_runs_them(monke
     # a fresh engine per method and round, one at a time, each closed before the next starts
     assert [e.spec.method for e in StandInEngine.started] == ["none", "specdec"] * 2
     assert all(e.cfg.max_num_seqs == 4 and e.closed for e in StandInEngine.started)
-    # per round and method: warm-up, batch 1 (reset, then one request at a time), batch 4 (reset, all at once)
-    one_round = [c for m in ("none", "specdec") for c in [(m, 1), (m, 0)] + [(m, 1)] * 4 + [(m, 0), (m, 4)]]
+    # per round and method: warm-up, batch 1 (resets: drafter, prefix cache; then one request at
+    # a time), batch 4 (resets, then all at once)
+    one_round = [c for m in ("none", "specdec") for c in [(m, 1), (m, 0), (m, -1)] + [(m, 1)] * 4
+                 + [(m, 0), (m, -1), (m, 4)]]
     assert StandInEngine.calls == one_round * 2
     assert sorted((m.method, m.batch_size, len(m.tokens_per_s)) for m in measured) == [
         ("none", 1, 2), ("none", 4, 2), ("specdec", 1, 2), ("specdec", 4, 2)]
