@@ -164,7 +164,7 @@ class DraftController:
         drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
             self._time_lookups(time.thread_time() - started, sum(1 for k in ks if k > 0))
-            gains = [self._gains(batch, i, live) if batch.lengths[i] else _NO_GAINS for i, live in enumerate(lives)]
+            gains = self._batch_gains(batch, lives)
             ks = allocate_drafts(gains, cost, num_kv_tokens)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
@@ -210,14 +210,21 @@ class DraftController:
     def _overall_rate(self) -> float:
         return self._overall.rate(prior=0.5, prior_weight=1.0)
 
-    def _gains(self, batch: DraftBatch, row: int, live: _Live) -> np.ndarray:
-        """Probability that each draft position is accepted: the drafter's per-token
-        confidence where it has one, scaled by how this request fares against the run."""
-        length = int(batch.lengths[row])
+    def _batch_gains(self, batch: DraftBatch, lives: Sequence[_Live]) -> list[np.ndarray]:
+        """Per row, the probability that each draft position is accepted: the drafter's
+        per-token confidence where it has one, scaled by how this request fares against the
+        run (for the whole batch in a few array operations: this runs every step)."""
+        lengths = batch.lengths.tolist()
         if batch.confidence is None:
-            return geometric_gains(self.acceptance_rate(live), length)
-        per_token = batch.row_confidence(row) * self._relative_acceptance(live, self._overall_rate())
-        return np.cumprod(np.minimum(per_token, self.MAX_TOKEN_GAIN))  # both factors are >= 0
+            return [geometric_gains(self.acceptance_rate(live), n) if n else _NO_GAINS
+                    for live, n in zip(lives, lengths, strict=True)]
+        overall = self._overall_rate()
+        relative = np.array([self._relative_acceptance(live, overall) for live in lives])
+        per_token = batch.confidence[:, : max(lengths, default=0)] * relative[:, None]
+        # Both factors are >= 0; a prefix's product does not depend on what follows it, so
+        # the positions past a row's draft change nothing.
+        gains = np.cumprod(np.minimum(per_token, self.MAX_TOKEN_GAIN), axis=1)
+        return [gains[i, :n] if n else _NO_GAINS for i, n in enumerate(lengths)]
 
     def _observe(self, req_id: str, num_accepted: int) -> _Live:
         """Learn from the verification of the request's last draft (the drafter learns in

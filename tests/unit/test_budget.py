@@ -313,3 +313,47 @@ def test_fit_drops_steps_slowed_by_something_else():
     assert fitted is not None
     assert fitted.seconds(16, 16, 640) == pytest.approx(true.seconds(16, 16, 640), rel=0.05)
     assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
+
+
+class PlainCost:
+    """A cost model with `seconds` alone: allocation falls back to one call per position."""
+
+    def __init__(self, cost: StepCost) -> None:
+        self.cost = cost
+
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+        return self.cost.seconds(num_seqs, num_tokens, num_kv_tokens)
+
+
+def test_array_pricing_is_the_same_arithmetic_as_one_call_per_position():
+    rng = np.random.default_rng(3)
+    cost = StepCost(fixed_s=5.886e-3, per_seq_s=1e-5, per_token_s=2.101e-5, per_kv_token_s=3.926e-8)
+    tokens = np.arange(7, 7 + 300)
+    assert cost.seconds_for_tokens(7, tokens, 12_345).tolist() == [cost.seconds(7, int(n), 12_345) for n in tokens]
+    for _ in range(50):
+        rows = int(rng.integers(1, 40))
+        gains = [np.cumprod(rng.uniform(0.0, 1.0, size=int(rng.integers(0, 9)))) for _ in range(rows)]
+        kv = int(rng.integers(0, 100_000))
+        assert allocate_gains(gains, cost, kv) == allocate_gains(gains, PlainCost(cost), kv)
+
+
+def test_batch_gains_are_each_rows_confidence_scaled_and_chained():
+    """Row by row: min(confidence x the request's relative acceptance, MAX_TOKEN_GAIN), as a
+    running product over the row's own draft; values past a row's draft change nothing."""
+    from specdec.drafting.base import DraftBatch
+
+    rng = np.random.default_rng(5)
+    controller = DraftController(SpecConfig(method="specdec", k_max=6), proposer=HybridProposer(SuffixTrieCache()))
+    ids = [f"r{i}" for i in range(5)]
+    lives = [controller._observe(req_id, 0) for req_id in ids]
+    for live, (drafted, accepted) in zip(lives, [(4, 4), (4, 0), (2, 1), (0, 0), (6, 3)]):
+        live.acceptance.observe(drafted, accepted, controller.ACCEPTANCE_DECAY)
+    lengths = np.array([3, 6, 0, 1, 5])
+    confidence = rng.uniform(0.0, 1.0, size=(5, 6)) * 1.2  # some above MAX_TOKEN_GAIN; stale past each length
+    batch = DraftBatch(np.zeros((5, 6), dtype=np.int64), lengths, confidence)
+    overall = controller._overall_rate()
+    got = controller._batch_gains(batch, lives)
+    for i, live in enumerate(lives):
+        scaled = confidence[i, : lengths[i]] * controller._relative_acceptance(live, overall)
+        assert got[i].tolist() == np.cumprod(np.minimum(scaled, controller.MAX_TOKEN_GAIN)).tolist()
+    assert [g.shape[0] for g in got] == lengths.tolist()
