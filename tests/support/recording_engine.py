@@ -13,8 +13,9 @@ class RecordingEngine:
     started: list["RecordingEngine"] = []
     log: list[tuple] = []  # (engine serial, event, ...) across all engines, in order
 
-    def __init__(self, engine_cfg, spec) -> None:
+    def __init__(self, engine_cfg, spec, record_steps: bool = False) -> None:
         self.spec, self.resets, self.calls, self.closed = spec, 0, [], False
+        self.record_steps = record_steps
         self.serial = len(RecordingEngine.started)
         self.cached: list[str] = self._load_cache()  # request ids in the cross-request cache
         self.cache_at_reset: list[list[str]] = []
