@@ -54,9 +54,8 @@ class StepCost:
                 + self.per_kv_token_s * num_kv_tokens)
 
     def seconds_for_tokens(self, num_seqs: int, num_tokens: np.ndarray, num_kv_tokens: int) -> np.ndarray:
-        """`seconds` for many token counts at once (the same arithmetic, element by element)."""
-        return (self.fixed_s + self.per_seq_s * num_seqs + self.per_token_s * num_tokens
-                + self.per_kv_token_s * num_kv_tokens)
+        """`seconds` for many token counts at once: its formula is element by element."""
+        return self.seconds(num_seqs, num_tokens, num_kv_tokens)  # type: ignore[arg-type]
 
 
 def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:

@@ -95,16 +95,23 @@ def breakdown(windows: Sequence[StepWindow]) -> list[Breakdown]:
     return rows
 
 
-def matched_ratio(method: Sequence[TimedStep], reference: Sequence[TimedStep]) -> float | None:
-    """`method`'s step time over `reference`'s at matched drafted tokens: each group (rows,
-    whole draft tokens per row) both ran at least MIN_MATCHED_STEPS times weighs in by how
-    often `method` ran it."""
+def matched_groups(method: Sequence[TimedStep], reference: Sequence[TimedStep]
+                   ) -> dict[tuple[int, int], tuple[list[float], list[float]]]:
+    """Step times of both sides per group (rows, whole draft tokens per row) that each ran at
+    least MIN_MATCHED_STEPS times."""
     ours, theirs = _by_drafts(method), _by_drafts(reference)
-    shared = [d for d in ours if len(ours[d]) >= MIN_MATCHED_STEPS and len(theirs.get(d, ())) >= MIN_MATCHED_STEPS]
-    if not shared:
+    return {key: (ours[key], theirs[key]) for key in sorted(ours)
+            if len(ours[key]) >= MIN_MATCHED_STEPS and len(theirs.get(key, ())) >= MIN_MATCHED_STEPS}
+
+
+def matched_ratio(method: Sequence[TimedStep], reference: Sequence[TimedStep]) -> float | None:
+    """`method`'s step time over `reference`'s at matched drafted tokens: each of the
+    `matched_groups` weighs in by how often `method` ran it."""
+    groups = matched_groups(method, reference)
+    if not groups:
         return None
-    mine = sum(len(ours[d]) * statistics.median(ours[d]) for d in shared)
-    other = sum(len(ours[d]) * statistics.median(theirs[d]) for d in shared)
+    mine = sum(len(ours) * statistics.median(ours) for ours, _ in groups.values())
+    other = sum(len(ours) * statistics.median(theirs) for ours, theirs in groups.values())
     return mine / other
 
 
@@ -135,11 +142,13 @@ def render_breakdown(windows: Sequence[StepWindow], method: str = "specdec", ref
     groups = _grouped(windows)
     for batch_size, spread in matched_ratios(windows, method, reference).items():
         # Pooled: every round's steps together (the rounds interleave, so a slow spell is shared).
-        pooled = matched_ratio(*([s for w in groups[(name, batch_size)] for s in decode_steps(w)]
-                                 for name in (method, reference)))
+        pooled = [[s for w in groups[(name, batch_size)] for s in decode_steps(w)] for name in (method, reference)]
         lines.append(f"{method} / {reference} step time at matched drafted tokens, batch {batch_size}: "
-                     f"{pooled:.3f} over all rounds; per round median {spread.median:.3f} "
+                     f"{matched_ratio(*pooled):.3f} over all rounds; per round median {spread.median:.3f} "
                      f"({spread.low:.3f}-{spread.high:.3f})")
+        lines += [f"  {rows} row(s), {per_row} draft token(s) per row: {statistics.median(ours) * 1e3:.2f} ms "
+                  f"({len(ours)} steps) against {statistics.median(theirs) * 1e3:.2f} ms ({len(theirs)})"
+                  for (rows, per_row), (ours, theirs) in matched_groups(*pooled).items()]
     return "\n".join(lines)
 
 

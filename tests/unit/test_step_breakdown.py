@@ -91,3 +91,5 @@ def test_matched_ratios_pair_rounds_and_breakdown_reports_every_method():
     assert rows["ngram[2..5]"].sample_s == pytest.approx(0.0005)  # sampling without the drafter
     text = render_breakdown(windows)
     assert "| specdec | 1 | 20 | 4.00 |" in text and "batch 1: 1.100 over all rounds; per round median 1.100 (1.000-1.200)" in text
+    # the matched group behind the ratio, pooled over the rounds (median of 50 and 60 ms steps: 55)
+    assert "  1 row(s), 4 draft token(s) per row: 55.00 ms (20 steps) against 50.00 ms (20)" in text
