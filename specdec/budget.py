@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -25,10 +25,10 @@ class StepCostModel(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True)
-class StepSample:
+class StepSample(NamedTuple):
     """One measured decode step: rows, scheduled tokens (rows + draft tokens), the context
-    those rows already held in the KV cache (their tokens before the step), seconds."""
+    those rows already held in the KV cache (their tokens before the step), seconds. A
+    named tuple: one is made every engine step, and a batch of them is one array."""
 
     num_seqs: int
     num_tokens: int
@@ -67,21 +67,40 @@ def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCo
     its work, so only samples far above the fit count as outliers (on a busy 2-core machine
     5 of 40 calibration steps took 5-10 times their fellows and tripled the per-row cost).
     """
-    if len(samples) < min_samples:
+    table = np.array(samples, dtype=np.float64).reshape(-1, 4)
+    return fit_step_cost_arrays(table[:, :3], table[:, 3], min_samples)
+
+
+def fit_step_cost_arrays(shapes: np.ndarray, secs: np.ndarray, min_samples: int = 8) -> StepCost | None:
+    """`fit_step_cost` of samples held as arrays: `shapes` [n, 3] (rows, tokens, KV tokens),
+    `secs` [n] (the engine's step timer keeps them so: it refits every few dozen steps)."""
+    if secs.shape[0] < min_samples:
         return None
-    rows = np.array([[1.0, s.num_seqs, s.num_tokens, s.num_kv_tokens] for s in samples], dtype=np.float64)
-    secs = np.array([s.seconds for s in samples])
-    if not np.any(rows[:, 2] > rows[:, 1]):
+    rows = np.empty((secs.shape[0], 4))
+    rows[:, 0] = 1.0
+    rows[:, 1:] = shapes
+    drafted = rows[:, 2] > rows[:, 1]
+    if not drafted.any():
         return None
     # Columns differ by orders of magnitude (KV tokens vs 1): scale them so that lstsq's
     # rank cut-off does not drop a small but real term.
     scale = np.maximum(np.abs(rows).max(axis=0), 1e-12)
-    coef = _trimmed_fit(rows / scale, secs, rows[:, 2] > rows[:, 1], min_samples) / scale
-    return StepCost(*(float(c) for c in coef))
+    coef = _trimmed_fit(rows / scale, secs, drafted, min_samples) / scale
+    return StepCost(*coef.tolist())
 
 
 OUTLIER_SIGMAS = 3.5  # how far above the fit (in robust standard deviations) a step is dropped
 OUTLIER_PASSES = 3
+
+
+def _median(values: np.ndarray) -> float:
+    """np.median's value, by partial sort (this runs every few dozen engine steps)."""
+    n = values.shape[0]
+    half = n // 2
+    if n % 2:
+        return float(np.partition(values, half)[half])
+    low, high = np.partition(values, (half - 1, half))[half - 1 : half + 1]
+    return float((low + high) / 2)
 
 
 def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
@@ -89,11 +108,13 @@ def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_sampl
     enough remain and some of them drafted."""
     keep = np.ones(secs.shape[0], dtype=bool)
     coef = _nonnegative_lstsq(a, secs)
+    floor = 0.01 * _median(secs)  # the spread's floor: 1 % of a step
     for _ in range(OUTLIER_PASSES):
         residual = secs - a @ coef
-        centre = np.median(residual[keep])
-        # Median absolute deviation as a standard deviation, floored at 1 % of a step.
-        spread = max(1.4826 * np.median(np.abs(residual[keep] - centre)), 0.01 * np.median(secs))
+        kept = residual[keep]
+        centre = _median(kept)
+        # Median absolute deviation as a standard deviation.
+        spread = max(1.4826 * _median(np.abs(kept - centre)), floor)
         trimmed = residual <= centre + OUTLIER_SIGMAS * spread
         if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
             break

@@ -2,6 +2,9 @@
 
 The same controller runs inside vLLM's worker (through the custom proposer) and inside the
 replay simulator, so both take identical decisions for identical token sequences.
+`DraftController` is the reference; specdec's own drafter runs under its compiled twin
+(specdec/native_controller.py), which takes the same decisions with no Python per row.
+`make_controller` picks the one a configuration runs.
 """
 
 from __future__ import annotations
@@ -9,13 +12,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from specdec.budget import (
     AcceptanceEstimate,
     StepCostModel,
+    StepSample,
     allocate_drafts,
     first_draft_threshold,
     geometric_gains,
@@ -29,6 +34,7 @@ from specdec.drafting import cache_file
 from specdec.drafting.cache_file import CacheContents, CacheFileError
 from specdec.drafting.native import NativeHybridProposer
 from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, SuffixTrieCache
+from specdec.engines.step_timing import StepShapes
 from specdec.policy import AdaptiveK, KState
 from specdec.stats import RequestTrace
 
@@ -96,8 +102,102 @@ def _load_cache(config: SpecConfig, tokenizer: str | None) -> tuple[CacheContent
         return None, warning
 
 
-class DraftController:
-    """Per-request drafting with adaptive K. Not thread-safe; one per engine worker."""
+def make_controller(config: SpecConfig, proposer: Proposer | None = None, tokenizer: str | None = None) -> "Controller":
+    """The controller `config` runs: the compiled one for specdec's own drafter (compiled,
+    with its cache), the reference for any other proposer or `--drafter python`."""
+    if proposer is None and config.method == "specdec" and config.cache and config.drafter == "native":
+        from specdec.native_controller import NativeDraftController
+
+        return NativeDraftController(config, tokenizer)
+    return DraftController(config, proposer, tokenizer)
+
+
+class Controller:
+    """What both controllers share: the per-row and per-batch entry points over
+    `step_tokens`, and what the engine adapter asks of a controller besides stepping."""
+
+    config: SpecConfig
+    tokenizer: str | None
+    cache_warning: str | None  # the cache file could not be used
+    proposer: Any
+
+    def step(self, req_id: str, tokens: np.ndarray, num_accepted: int) -> np.ndarray:
+        """One decode step of `req_id`: learn from the last draft, then draft again.
+
+        `tokens` is the request's whole sequence so far (prompt + verified output);
+        `num_accepted` is how many tokens of the previous draft the target accepted.
+        """
+        return self.step_batch([(req_id, tokens, num_accepted)])[0]
+
+    def step_batch(
+        self, rows: Sequence[tuple[str, np.ndarray, int]], cost: StepCostModel | None = None
+    ) -> list[np.ndarray]:
+        """`step` for every row of one batch (see `step_tokens`)."""
+        return self.step_tokens([r for r, _, _ in rows], [t for _, t, _ in rows], [a for _, _, a in rows], cost)
+
+    def step_tokens(
+        self,
+        req_ids: list[str],
+        tokens: Sequence[np.ndarray],
+        num_accepted: Sequence[int],
+        cost: StepCostModel | None = None,
+    ) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def engine_step(
+        self,
+        req_ids: list[str],
+        sampled: Sequence[Sequence[int]],
+        num_tokens: np.ndarray,
+        token_ids: np.ndarray,
+        cost: StepCostModel | None,
+        forced_k: int | None = None,
+        timed: bool = False,
+    ) -> tuple[list[list[int]], StepSample | None]:
+        raise NotImplementedError
+
+    def finish(self, req_id: str) -> RequestTrace | None:
+        raise NotImplementedError
+
+    def retire(self, req_id: str) -> None:
+        """`finish` the request, keeping its trace until `take_trace` (added to any it left
+        before: a preempted request comes back under the same id)."""
+        raise NotImplementedError
+
+    def take_trace(self, req_id: str) -> RequestTrace | None:
+        raise NotImplementedError
+
+    def finished_ids(self) -> list[str]:
+        raise NotImplementedError
+
+    def active_ids(self) -> list[str]:
+        """The live requests, in the order they arrived."""
+        raise NotImplementedError
+
+    def forget_step_rows(self) -> None:
+        """The batch emptied (a generate call ended): the next step is no clean sample."""
+        raise NotImplementedError
+
+    def take_traces(self, wanted: Callable[[str], bool]) -> dict[str, RequestTrace]:
+        """The traces of every request `wanted` accepts, finishing any still live; removed
+        from memory."""
+        for req_id in self.active_ids():
+            if wanted(req_id):
+                self.retire(req_id)
+        traces = {req_id: self.take_trace(req_id) for req_id in self.finished_ids() if wanted(req_id)}
+        if not self.active_ids():
+            self.forget_step_rows()
+        return {req_id: trace for req_id, trace in traces.items() if trace is not None}
+
+    def save_cache(self, path: str) -> int:
+        """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
+        save = getattr(self.proposer, "save_cache", None)
+        return 0 if save is None else int(save(path, self.tokenizer))
+
+
+class DraftController(Controller):
+    """Per-request drafting with adaptive K (the reference). Not thread-safe; one per engine
+    worker."""
 
     # Per-request acceptance: counts decay by this per verified draft, and are shrunk
     # towards the run's overall rate with this many pseudo-drafts.
@@ -124,20 +224,70 @@ class DraftController:
         # Thread CPU seconds the proposer takes per row looked up (budget mode): the
         # accelerator waits for it, so a lookup must pay for its own time too.
         self.lookup_s = 0.0
+        self.clock: Callable[[], float] = time.thread_time  # what lookups are timed with
+        self.finished: dict[str, RequestTrace] = {}  # retired requests' traces, until taken
+        self.step_shapes = StepShapes()
 
-    def step(self, req_id: str, tokens: np.ndarray, num_accepted: int) -> np.ndarray:
-        """One decode step of `req_id`: learn from the last draft, then draft again.
+    def engine_step(
+        self,
+        req_ids: list[str],
+        sampled: Sequence[Sequence[int]],
+        num_tokens: np.ndarray,
+        token_ids: np.ndarray,
+        cost: StepCostModel | None,
+        forced_k: int | None = None,
+        timed: bool = False,
+    ) -> tuple[list[list[int]], StepSample | None]:
+        """vLLM's proposer call: the first len(sampled) of `req_ids` are the batch, row i holds
+        token_ids[i, :num_tokens[i]], and a row whose sampled[i] is empty is still prefilling.
+        Requests that left the batch are retired first. Returns every row's draft and, when
+        `timed`, the clean step that just ran (see StepShapes). `forced_k`: calibration, every
+        decoding row drafts its last token that many times, the drafter is not consulted."""
+        req_ids = req_ids[: len(sampled)]
+        decoding = [row for row, got in enumerate(sampled) if got]
+        sample = self.step_shapes.started(req_ids, len(decoding) == len(req_ids)) if timed else None
+        self.retire_missing(req_ids)
+        if forced_k is not None:
+            if not 0 <= forced_k <= self.config.k_max:
+                raise ValueError(f"forced_k={forced_k} must be within [0, k_max={self.config.k_max}]")
+            row_drafts = {row: np.full(forced_k, token_ids[row, int(num_tokens[row]) - 1], dtype=np.int64)
+                          for row in decoding}
+        else:
+            rows = np.asarray(decoding, dtype=np.int64)
+            tokens = TokenRows(token_ids, num_tokens[rows], rows)  # vLLM's buffer, bound once
+            accepted = [len(sampled[row]) - 1 for row in decoding]
+            ids = [req_ids[row] for row in decoding]
+            row_drafts = dict(zip(decoding, self.step_tokens(ids, tokens, accepted, cost), strict=True))
+        drafts = [row_drafts[row].tolist() if row in row_drafts else [] for row in range(len(req_ids))]
+        if timed:
+            # The next forward attends to all but the last token (it is scheduled with the draft).
+            self.step_shapes.finished({req_ids[row]: len(drafts[row]) for row in decoding},
+                                      {req_ids[row]: int(num_tokens[row]) - 1 for row in decoding})
+        return drafts, sample
 
-        `tokens` is the request's whole sequence so far (prompt + verified output);
-        `num_accepted` is how many tokens of the previous draft the target accepted.
-        """
-        return self.step_batch([(req_id, tokens, num_accepted)])[0]
+    def retire_missing(self, present: Sequence[str]) -> None:
+        """Retire every live request not among `present`, oldest first."""
+        here = set(present)
+        for req_id in [r for r in self._live if r not in here]:
+            self.retire(req_id)
 
-    def step_batch(
-        self, rows: Sequence[tuple[str, np.ndarray, int]], cost: StepCostModel | None = None
-    ) -> list[np.ndarray]:
-        """`step` for every row of one batch (see `step_tokens`)."""
-        return self.step_tokens([r for r, _, _ in rows], [t for _, t, _ in rows], [a for _, _, a in rows], cost)
+    def retire(self, req_id: str) -> None:
+        trace = self.finish(req_id)
+        if trace is None:
+            return
+        earlier = self.finished.get(req_id)  # it left the batch before (preempted), then resumed
+        if earlier is not None:
+            trace.add(earlier)
+        self.finished[req_id] = trace
+
+    def take_trace(self, req_id: str) -> RequestTrace | None:
+        return self.finished.pop(req_id, None)
+
+    def finished_ids(self) -> list[str]:
+        return list(self.finished)
+
+    def forget_step_rows(self) -> None:
+        self.step_shapes.forget()
 
     def step_tokens(
         self,
@@ -159,11 +309,11 @@ class DraftController:
             num_kv_tokens = kv_tokens(tokens)
             ks = self._skip_unaffordable(lives, ks, cost, num_kv_tokens)
         # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
-        started = time.thread_time()
+        started = self.clock() if cost is not None else 0.0
         batch = self.drafter.propose_batch(req_ids, tokens, ks)
         drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
-            self._time_lookups(time.thread_time() - started, sum(1 for k in ks if k > 0))
+            self._time_lookups(self.clock() - started, sum(1 for k in ks if k > 0))
             gains = self._batch_gains(batch, lives)
             ks = allocate_drafts(gains, cost, num_kv_tokens)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
@@ -256,15 +406,11 @@ class DraftController:
         self.drafter.forget(req_id)
         return None if live is None else live.trace
 
-    def save_cache(self, path: str) -> int:
-        """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
-        save = getattr(self.proposer, "save_cache", None)
-        return 0 if save is None else int(save(path, self.tokenizer))
-
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of the per-request (bound None) and bounded structures."""
         sizes = getattr(self.proposer, "state_sizes", dict)()
-        return {"live_requests": (len(self._live), None), **sizes}
+        return {"live_requests": (len(self._live), None), "finished_traces": (len(self.finished), None),
+                "step_drafts": (len(self.step_shapes), None), **sizes}
 
     def active_ids(self) -> list[str]:
         return list(self._live)

@@ -47,6 +47,15 @@ class RequestTrace:
         self.num_verified_draft_tokens += num_drafted
         self.num_verified_accepted += num_accepted
 
+    def add(self, other: "RequestTrace") -> None:
+        """Count `other`'s steps too (the same request, before it was preempted)."""
+        self.num_steps += other.num_steps
+        self.num_fallback_steps += other.num_fallback_steps
+        self.num_verified_drafts += other.num_verified_drafts
+        self.num_verified_draft_tokens += other.num_verified_draft_tokens
+        self.num_verified_accepted += other.num_verified_accepted
+        self.k_histogram = _add_lists(self.k_histogram, other.k_histogram)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specdec.budget import StepCost, StepCostModel, StepSample
-from specdec.controller import DraftController
+from specdec.controller import Controller
 from specdec.engines.calibration import STEPS, calibration_runs
 from specdec.engines.replay import ReplayRequest, ReplayResult, num_matching, truncated_output
 from specdec.engines.step_timing import StepTimer
@@ -121,7 +121,7 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
 
 def simulate(
     requests: Sequence[ReplayRequest],
-    controller: DraftController,
+    controller: Controller,
     batch_size: int,
     max_batched_tokens: int,
     learner: SimulatedStepTimer | None = None,
@@ -204,7 +204,7 @@ def _advance(row: _Row, num_tokens: int) -> bool:
     return True
 
 
-def _propose(controller: DraftController, rows: list[_Row], cost: StepCostModel | None) -> float:
+def _propose(controller: Controller, rows: list[_Row], cost: StepCostModel | None) -> float:
     """One drafter call for the rows that emitted tokens; returns its thread CPU time."""
     if not rows:
         return 0.0

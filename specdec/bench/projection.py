@@ -27,7 +27,8 @@ from specdec.bench.pricing import DraftCost, Priced, price
 from specdec.bench.records import ProjectionRecord
 from specdec.bench.replay_bench import NullProposer, expected_output
 from specdec.config import ConfigError, PolicyConfig, SpecConfig
-from specdec.controller import DraftController
+from specdec.controller import Controller, DraftController
+from specdec.controller import make_controller as controller_for
 from specdec.drafting.base import Proposer
 from specdec.drafting.native import native_available
 from specdec.engines.replay import ReplayRequest
@@ -68,7 +69,7 @@ def draft_cost_figure(text: str) -> DraftCost:
 @dataclasses.dataclass(frozen=True)
 class ProjectedMethod:
     name: str
-    make_controller: Callable[[int, Sequence[ReplayRequest]], DraftController]  # (K, the requests)
+    make_controller: Callable[[int, Sequence[ReplayRequest]], Controller]  # (K, the requests)
     draft_cost: DraftCost
     budget: bool = False  # the batch budget sizes drafts, learning the step cost in the loop
     tuned_k: bool = True  # replayed for every K, shown at its best
@@ -115,7 +116,7 @@ def projected_methods(our_draft: DraftCost | None = None, drafter: DrafterKind =
 
     drafter, default_draft = specdec_drafter(drafter)
     our_draft = our_draft or default_draft
-    ours = lambda k, _: DraftController(SpecConfig(method="specdec", k_max=k, drafter=drafter))  # noqa: E731
+    ours = lambda k, _: controller_for(SpecConfig(method="specdec", k_max=k, drafter=drafter))  # noqa: E731
     methods = [
         ProjectedMethod("none", fixed_k_controller("none", lambda k, _: NullProposer()), DraftCost(), tuned_k=False),
         ProjectedMethod("ngram", fixed_k_controller("ngram", lambda k, _: VllmNgramProposer(5, 5)), NGRAM_DRAFT),

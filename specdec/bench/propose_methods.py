@@ -5,10 +5,14 @@ vLLM's `token_ids_cpu`) and `lengths` ([num_rows], `num_tokens_no_spec`). `start
 first proposal of every request (indexes prompts; not timed), `step` is one engine step for
 the whole batch after each request gained one token.
 
-- `specdec-native`: the compiled drafter, one `feedback_batch` + one `propose_batch` per step;
-- `specdec-native+controller`: the same inside `DraftController.step_batch` with the batch
-  budget (as the worker runs it: per-request K, traces, budget allocation);
-- `specdec-python`: the Python reference drafter;
+- `specdec-worker`: what specdec costs per step in vLLM's worker, all of it: the proposer
+  call vLLM makes (`SpecdecVllmProposer.propose`) through the compiled controller and
+  drafter, with the batch budget and its step timer on (per-request K, traces, budget
+  allocation, clean-step timing and the step-cost fit);
+- `specdec-worker-python`: the same call through the reference controller and drafter;
+- `specdec-native`: the compiled drafter alone, one `feedback_batch` + one `propose_batch`
+  per step;
+- `specdec-python`: the Python reference drafter alone;
 - `suffix-arctic`: arctic-inference's suffix cache as vLLM's `suffix` method drives it (where
   installed);
 - `ngram-vllm`: vLLM's own n-gram proposer class (numba), prompt lookup 2..5.
@@ -23,7 +27,6 @@ import numpy as np
 
 from specdec.budget import StepCost
 from specdec.config import SpecConfig
-from specdec.controller import DraftController
 from specdec.drafting.base import RowByRow, TokenRows
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.native import NativeHybridProposer
@@ -31,7 +34,9 @@ from specdec.drafting.suffix_cache import SuffixTrieCache
 
 # Verification nearly free: the budget keeps every draft (its costly path).
 FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=1e-5)
-METHODS = ("specdec-native", "specdec-native+controller", "specdec-python", "suffix-arctic", "ngram-vllm")
+METHODS = ("specdec-worker", "specdec-worker-python", "specdec-native", "specdec-python", "suffix-arctic", "ngram-vllm")
+# Methods with a Python cross-request cache (about 5 kB per cached token).
+PYTHON_CACHE_METHODS = ("specdec-python", "specdec-worker-python")
 
 
 class SpecdecRunner:
@@ -60,29 +65,40 @@ class SpecdecRunner:
         return int(self.last.sum())
 
 
-class ControllerRunner:
-    """The compiled drafter inside DraftController.step_batch, with the batch budget."""
+class WorkerRunner:
+    """specdec's proposer call as vLLM's worker makes it each step (`SpecdecVllmProposer.
+    propose`), budget and step timer on. Every draft is reported accepted and verifying is
+    nearly free, so that the budget keeps drafting (its costly path); the step timer refits
+    from the intervals between calls as it does in the engine."""
 
-    def __init__(self, k: int, num_rows: int, cache_tokens: int) -> None:
-        cfg = SpecConfig(method="specdec", k_max=k, drafter="native", cache_max_tokens=max(cache_tokens, 1) * 2)
-        self.controller = DraftController(cfg)
-        self.ids = [f"r{i}" for i in range(num_rows)]
-        self.accepted = [0] * num_rows
-        self.rows = np.arange(num_rows)
+    def __init__(self, drafter: str, k: int, num_rows: int, cache_tokens: int) -> None:
+        from specdec.engines.vllm_proposer import SpecdecVllmProposer
+
+        cfg = SpecConfig(method="specdec", k_max=k, drafter=drafter, cache_max_tokens=max(cache_tokens, 1) * 2)  # type: ignore[arg-type]
+        self.proposer = SpecdecVllmProposer(
+            types.SimpleNamespace(speculative_config=types.SimpleNamespace(num_speculative_tokens=k)))
+        # vLLM's internal ids: the external id and 8 random characters
+        self.proposer.bind(types.SimpleNamespace(req_ids=[f"r{i}-0123abcd" for i in range(num_rows)]), cfg)
+        self.proposer.timer.model = FREE
+        self.sampled = [[0]] * num_rows
+
+    @property
+    def cache(self):
+        controller = self.proposer.controller
+        assert controller is not None
+        return controller.proposer.cache
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
         for i, seq in enumerate(sequences):
-            self.controller.proposer.cache.insert(f"done-{i}", seq)  # type: ignore[attr-defined]
+            self.cache.insert(f"done-{i}", seq)
 
     def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
         self.step(token_ids, lengths)
 
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
-        tokens = TokenRows(token_ids, lengths, self.rows)  # as the vLLM adapter passes them
-        drafts = self.controller.step_tokens(self.ids, tokens, self.accepted, FREE)
-        # every draft reported accepted, so that the budget keeps drafting (its costly path)
-        self.accepted = [d.shape[0] for d in drafts]
-        return sum(self.accepted)
+        drafts = self.proposer.propose(self.sampled, lengths, token_ids)
+        self.sampled = [[0] * (len(d) + 1) for d in drafts]  # vLLM's sampled tokens: every draft accepted
+        return sum(map(len, drafts))
 
 
 class ArcticRunner:
@@ -159,8 +175,8 @@ def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: in
         return SpecdecRunner(NativeHybridProposer(budget, n_min=1, n_max=16), k, num_rows)
     if method == "specdec-python":
         return SpecdecRunner(RowByRow(HybridProposer(SuffixTrieCache(max_tokens=budget), 1, 16)), k, num_rows)
-    if method == "specdec-native+controller":
-        return ControllerRunner(k, num_rows, cache_tokens)
+    if method in ("specdec-worker", "specdec-worker-python"):
+        return WorkerRunner("python" if method == "specdec-worker-python" else "native", k, num_rows, cache_tokens)
     if method == "suffix-arctic":
         return ArcticRunner(k, num_rows)
     if method == "ngram-vllm":

@@ -24,8 +24,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specdec.bench import cache_cost
-from specdec.bench.propose_methods import METHODS, arctic_available, make_runner
+from specdec.bench.propose_methods import METHODS, PYTHON_CACHE_METHODS, arctic_available, make_runner
 from specdec.bench.token_streams import finished_requests, request_buffer
+from specdec.engines.step_timing import REFIT_EVERY, REFIT_ROWS
 
 # The Python reference cannot hold a 1M-token cache (about 5 kB per cached token).
 PYTHON_MAX_CACHE_TOKENS = 100_000
@@ -56,10 +57,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-tokens", default="0,1000000", help="tokens of finished requests in the cache")
     p.add_argument("--methods", default=None, help=f"comma list of {', '.join(METHODS)} (default: all available)")
     p.add_argument("--k", type=int, default=4, help="draft tokens asked for per request")
-    p.add_argument("--steps", type=int, default=10, help="engine steps per method per repeat (at least)")
-    p.add_argument("--min-request-steps", type=int, default=100,
+    p.add_argument("--steps", type=int, default=REFIT_EVERY,
+                   help="engine steps per method per repeat (at least; the default holds one of the "
+                        "step timer's refits, so each repeat pays for it)")
+    p.add_argument("--min-request-steps", type=int, default=2 * REFIT_ROWS,
                    help="small batches run more steps per repeat, so each repeat times at least this many "
-                        "request-steps (batch 1: 100 steps)")
+                        "request-steps (batch 1: two of the step timer's refits)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (the median is reported)")
     p.add_argument("--memory-tokens", type=int, default=10_000_000,
                    help="cached tokens for the memory figure (0: skip it)")
@@ -105,7 +108,7 @@ def measure_point(
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
     donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
     token_ids = request_buffer(batch, context, steps * repeats + 1, donors)
-    runnable = [m for m in methods if m != "specdec-python" or cache_tokens <= PYTHON_MAX_CACHE_TOKENS]
+    runnable = [m for m in methods if m not in PYTHON_CACHE_METHODS or cache_tokens <= PYTHON_MAX_CACHE_TOKENS]
     runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens) for m in runnable}
     lengths = {m: np.full(batch, context, dtype=np.int32) for m in runnable}
     for m, runner in runners.items():
@@ -179,5 +182,5 @@ def _table(points: Sequence[PointResult]) -> str:
             cells.append(f"{'-':>26}" if p is None else f"{p.us_per_request_step:>16.2f} ({p.spread:6.2f})")
         rows.append(f"{key[0]:>9,} {key[1]:>7} {key[2]:>5}  " + "  ".join(f"{c:>26}" for c in cells))
     rows.append("us per request per step: median over repeats (range max - min); '-': not run "
-                f"(specdec-python above {PYTHON_MAX_CACHE_TOKENS:,} cached tokens: ~5 kB per token)")
+                f"({', '.join(PYTHON_CACHE_METHODS)} above {PYTHON_MAX_CACHE_TOKENS:,} cached tokens: ~5 kB per token)")
     return "\n".join(rows)

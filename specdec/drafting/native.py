@@ -21,7 +21,7 @@ from specdec.drafting.base import DraftBatch, TokenRows
 from specdec.drafting.cache_file import CacheContents, read_contents, write_contents
 from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft, cache_sizes
 
-ABI_VERSION = 1  # the specdec_native.ABI_VERSION this code was written against
+ABI_VERSION = 2  # the specdec_native.ABI_VERSION this code was written against
 INSTALL_HINT = (
     "build it with `make setup` (scripts/install.sh installs packaging/specdec_native), "
     "or pass --drafter python to run the slower Python reference"
@@ -183,10 +183,18 @@ class NativeHybridProposer:
         drafts, lengths, confidence = self._core.propose_batch(_as_list(req_ids), list(tokens), np.asarray(ks, dtype=np.int64))
         return DraftBatch(drafts, lengths, confidence)
 
+    @property
+    def core(self):  # the specdec_native.Drafter (the compiled controller drives it)
+        return self._core
+
+    def bind_tokens(self, token_ids: np.ndarray) -> None:
+        """Read rows from `token_ids` (vLLM's buffer: the same array every step) from now on."""
+        if token_ids is not self._bound_tokens:
+            self._core.bind_tokens(token_ids)
+            self._bound_tokens = token_ids
+
     def _propose_rows(self, req_ids: list[str], rows: TokenRows, ks: list[int]) -> DraftBatch:
-        if rows.token_ids is not self._bound_tokens:
-            self._core.bind_tokens(rows.token_ids)
-            self._bound_tokens = rows.token_ids
+        self.bind_tokens(rows.token_ids)
         num_rows = len(req_ids)
         width = max(ks, default=0)
         if num_rows > self._out_lengths.shape[0] or width > self._out_tokens.shape[1]:

@@ -3,7 +3,7 @@
 Given a request's prompt tokens and the target's greedy continuation, step through decoding
 exactly as vLLM does: each target forward verifies the current draft (the longest prefix
 matching the greedy tokens is accepted), then emits one token of its own, then the proposer
-drafts again from the grown sequence. The same `DraftController` as in the real engine makes
+drafts again from the grown sequence. The same controller as in the real engine makes
 the decisions, so per-request accepted counts match the real engine's.
 
 `greedy_tokens` may run past `max_tokens` (a reference generated with a few extra tokens and
@@ -20,7 +20,7 @@ import numpy as np
 
 from specdec.budget import StepCostModel
 from specdec.config import SpecConfig
-from specdec.controller import DraftController
+from specdec.controller import Controller, make_controller
 from specdec.drafting.base import Proposer
 from specdec.stats import RequestStats, request_stats
 
@@ -54,12 +54,12 @@ def replay(
     With `cost` the batch budget sizes drafts as it would for a batch of one request
     under that step-cost model (a scripted stand-in for the engine's measured one).
     """
-    controller = DraftController(config, proposer)
+    controller = make_controller(config, proposer)
     return [_replay_one(req, controller, config.k_max, cost) for req in requests]
 
 
 def _replay_one(
-    req: ReplayRequest, controller: DraftController, k_max: int, cost: StepCostModel | None
+    req: ReplayRequest, controller: Controller, k_max: int, cost: StepCostModel | None
 ) -> ReplayResult:
     greedy = np.asarray(req.greedy_tokens, dtype=np.int64)
     sequence = np.concatenate([np.asarray(req.prompt_token_ids, dtype=np.int64), greedy])

@@ -4,12 +4,15 @@ vLLM constructs `SpecdecVllmProposer(vllm_config)` in the worker and calls `prop
 every step with one row per running request. It does not pass request ids, so the engine
 adapter binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
 SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer`).
-Finished requests are noticed when they leave the batch; their traces wait in
-`finished` until the adapter collects them (`collect_traces`).
+Each step is one call to the controller (`engine_step`; specdec's own drafter runs under the
+compiled controller, specdec/native_controller.py). Finished requests are noticed when they
+leave the batch; their traces wait in the controller until the adapter collects them
+(`collect_traces`).
 
-With `SpecConfig.budget` the proposer also times every step (`StepTimer`) and caps the
-batch's drafts by the fitted step-cost model (specdec.budget). The adapter calibrates that
-model at start-up by running a few steps with forced drafts of known length (`forced_k`).
+With `SpecConfig.budget` the controller also hands back the shape and time of every clean
+step, which `StepTimer` fits, and the batch's drafts are capped by that step-cost model
+(specdec.budget). The adapter calibrates the model at start-up by running a few steps with
+forced drafts of known length (`forced_k`).
 """
 
 from __future__ import annotations
@@ -22,10 +25,8 @@ import numpy as np
 
 from specdec.budget import StepCost, StepSample
 from specdec.config import SpecConfig
-from specdec.controller import DraftController
-from specdec.drafting.base import TokenRows
+from specdec.controller import Controller, make_controller
 from specdec.engines.step_timing import StepTimer
-from specdec.stats import RequestTrace
 
 CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
 # vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
@@ -33,13 +34,13 @@ log = logging.getLogger("vllm.specdec.proposer")
 
 
 class SpecdecVllmProposer:
-    """vLLM custom proposer: n-gram drafts sized per request by the adaptive-K policy."""
+    """vLLM custom proposer: specdec's drafts, one controller call per step."""
 
     def __init__(self, vllm_config: Any) -> None:
         self.k_max = int(vllm_config.speculative_config.num_speculative_tokens)
-        self.controller: DraftController | None = None
+        self.controller: Controller | None = None
         self.input_batch: Any = None
-        self.finished: dict[str, RequestTrace] = {}
+        self.budget = False
         self.timer = StepTimer()
         self.forced_k: int | None = None  # calibration: draft exactly this many tokens
 
@@ -51,7 +52,8 @@ class SpecdecVllmProposer:
         if config.k_max != self.k_max:
             raise ValueError(f"SpecConfig.k_max={config.k_max} != vLLM K={self.k_max}")
         self.input_batch = input_batch
-        self.controller = DraftController(config, tokenizer=tokenizer)
+        self.controller = make_controller(config, tokenizer=tokenizer)
+        self.budget = config.budget
         return self.controller.cache_warning
 
     def propose(
@@ -64,38 +66,13 @@ class SpecdecVllmProposer:
         controller = self.controller
         if controller is None:  # warm-up before binding: no drafts
             return [[] for _ in sampled_token_ids]
-        req_ids = list(self.input_batch.req_ids[: len(sampled_token_ids)])
-        self._retire_departed(set(req_ids))
-        decoding = [row for row, sampled in enumerate(sampled_token_ids) if sampled]  # others: prefill
-        budget = controller.config.budget
-        if budget:
-            self.timer.step_started(req_ids, len(decoding) == len(req_ids))
-        if self.forced_k is not None:
-            row_drafts = {row: self._forced_draft(token_ids_cpu, num_tokens_no_spec, row) for row in decoding}
-        else:
-            rows = np.asarray(decoding, dtype=np.int64)
-            tokens = TokenRows(token_ids_cpu, num_tokens_no_spec[rows], rows)  # vLLM's buffer, bound once
-            accepted = [len(sampled_token_ids[row]) - 1 for row in decoding]
-            cost = self.timer.model if budget else None
-            ids = [req_ids[row] for row in decoding]
-            row_drafts = dict(zip(decoding, controller.step_tokens(ids, tokens, accepted, cost), strict=True))
-        drafts = [row_drafts[row][: self.k_max].tolist() if row in row_drafts else [] for row in range(len(req_ids))]
-        if budget:
-            # The next forward attends to all but the last token (it is scheduled with the draft).
-            self.timer.step_finished({req_ids[row]: len(drafts[row]) for row in decoding},
-                                     {req_ids[row]: int(num_tokens_no_spec[row]) - 1 for row in decoding})
+        budget = self.budget
+        drafts, sample = controller.engine_step(self.input_batch.req_ids, sampled_token_ids, num_tokens_no_spec,
+                                                token_ids_cpu, self.timer.model if budget else None, self.forced_k,
+                                                timed=budget)
+        if sample is not None:
+            self.timer.add(sample)
         return drafts
-
-    def _forced_draft(self, token_ids_cpu: np.ndarray, num_tokens_no_spec: np.ndarray, row: int) -> np.ndarray:
-        assert self.forced_k is not None
-        last = token_ids_cpu[row, int(num_tokens_no_spec[row]) - 1]
-        return np.full(self.forced_k, last, dtype=np.int64)
-
-    def _retire_departed(self, present: set[str]) -> None:
-        assert self.controller is not None
-        for req_id in self.controller.active_ids():
-            if req_id not in present:
-                self._retire(req_id)
 
     def collect(self, external_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Traces of the given requests (finishing any still active), removed from memory.
@@ -103,31 +80,17 @@ class SpecdecVllmProposer:
         The worker sees vLLM's internal ids, `<external id>-<8 random chars>`; the caller
         knows the external ids from `RequestOutput.request_id`.
         """
+        if self.controller is None:
+            return {}
         wanted = set(external_ids)
-        if self.controller is not None:
-            for req_id in self.controller.active_ids():
-                if _external_id(req_id) in wanted:
-                    self._retire(req_id)
-        out: dict[str, dict[str, Any]] = {}
-        for req_id in [r for r in self.finished if _external_id(r) in wanted]:
-            out[_external_id(req_id)] = self.finished.pop(req_id).to_dict()
-        if self.controller is not None and not self.controller.active_ids():
-            self.timer.forget_requests()
-        return out
+        traces = self.controller.take_traces(lambda req_id: _external_id(req_id) in wanted)
+        return {_external_id(req_id): trace.to_dict() for req_id, trace in traces.items()}
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of every structure that grows with requests: per-request ones
         (bound None) are empty between generate calls, the others stay within their bound."""
-        sizes = {"finished_traces": (len(self.finished), None), "step_drafts": (len(self.timer._last_drafts), None),
-                 "step_contexts": (len(self.timer._last_contexts), None),
-                 "step_samples": (len(self.timer.recent), self.timer.recent.maxlen)}
+        sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
         return {**sizes, **(self.controller.state_sizes() if self.controller else {})}
-
-    def _retire(self, req_id: str) -> None:
-        assert self.controller is not None
-        trace = self.controller.finish(req_id)
-        if trace is not None:
-            self.finished[req_id] = trace
 
 
 def _external_id(internal_id: str) -> str:
@@ -154,8 +117,7 @@ def reset_proposer(worker: Any) -> bool:
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return False
-    drafter.controller = DraftController(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
-    drafter.finished.clear()
+    drafter.controller = make_controller(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
     return True
 
 
@@ -184,7 +146,7 @@ def finish_calibration(worker: Any) -> list[dict[str, float]]:
     drafter.forced_k = None
     drafter.timer.calibrating = False
     drafter.timer.refit()
-    return [dataclasses.asdict(s) for s in drafter.timer.calibration]
+    return [s._asdict() for s in drafter.timer.calibration]
 
 
 def load_calibration(worker: Any, samples: list[dict[str, float]]) -> bool:

@@ -139,19 +139,19 @@ def test_controller_batch_budget_caps_drafts():
     assert [d.size for d in DraftController(cfg).step_batch(rows)] == [4, 4]
 
 
-def test_step_timer_counts_only_clean_decode_steps(monkeypatch: pytest.MonkeyPatch):
+def test_step_shapes_count_only_clean_decode_steps(monkeypatch: pytest.MonkeyPatch):
     clock = iter([0.0, 0.5, 1.0, 1.2, 2.0, 2.3, 3.0, 3.1])
     monkeypatch.setattr(step_timing.time, "perf_counter", lambda: next(clock))
-    timer = step_timing.StepTimer(refit_every=1000)
-    timer.step_started(["a", "b"], all_decoding=True)  # no previous step: nothing to time
-    timer.step_finished({"a": 3, "b": 0}, {"a": 100, "b": 20})  # t=0.5
-    timer.step_started(["a", "b"], all_decoding=True)  # t=1.0: one clean step
-    timer.step_finished({"a": 1, "b": 1}, {"a": 104, "b": 21})  # t=1.2
-    timer.step_started(["a", "b", "c"], all_decoding=False)  # t=2.0: c is prefilling
-    timer.step_finished({"a": 0, "b": 0}, {"a": 106, "b": 23})  # t=2.3
-    timer.step_started(["a", "c"], all_decoding=True)  # t=3.0: c is new since the last step
-    timer.step_finished({}, {})
-    assert list(timer.recent) == [StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, seconds=0.5)]
+    shapes = step_timing.StepShapes()
+    got = [shapes.started(["a", "b"], all_decoding=True)]  # no previous step: nothing to time
+    shapes.finished({"a": 3, "b": 0}, {"a": 100, "b": 20})  # t=0.5
+    got.append(shapes.started(["a", "b"], all_decoding=True))  # t=1.0: one clean step
+    shapes.finished({"a": 1, "b": 1}, {"a": 104, "b": 21})  # t=1.2
+    got.append(shapes.started(["a", "b", "c"], all_decoding=False))  # t=2.0: c is prefilling
+    shapes.finished({"a": 0, "b": 0}, {"a": 106, "b": 23})  # t=2.3
+    got.append(shapes.started(["a", "c"], all_decoding=True))  # t=3.0: c is new since the last step
+    shapes.finished({}, {})
+    assert got == [None, StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, seconds=0.5), None, None]
 
 
 def test_confidence_is_learned_per_evidence_bucket():

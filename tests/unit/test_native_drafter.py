@@ -19,6 +19,7 @@ from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.native import NativeHybridProposer, NativeSuffixCache, load_core
 from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.engines.replay import ReplayRequest, replay
+from support.token_streams import repetitive_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
 
@@ -116,21 +117,6 @@ class TwoDrafters:
         assert self.nat.cache.dump() == self.ref.cache.dump()
 
 
-def _streams(rng: np.random.Generator, num: int, alphabet: int) -> list[np.ndarray]:
-    """Token streams that repeat themselves and each other, as real text does."""
-    out: list[np.ndarray] = []
-    for _ in range(num):
-        seq = rng.integers(0, alphabet, size=int(rng.integers(2, 120)))
-        for _ in range(int(rng.integers(0, 4))):
-            src = out[int(rng.integers(len(out)))] if out and rng.random() < 0.5 else seq
-            n = int(rng.integers(1, 16))
-            a, b = int(rng.integers(max(src.size - n, 1))), int(rng.integers(max(seq.size - n, 1)))
-            piece = src[a : a + n]
-            seq[b : b + piece.size] = piece[: seq.size - b]
-        out.append(seq)
-    return out
-
-
 def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Generator, k_max: int, tmp_path=None) -> None:
     """Requests join, grow a few tokens per step, finish mid-batch or are preempted (forgotten,
     their partial tokens cached) and come back later under the same id."""
@@ -193,18 +179,18 @@ def _swap_caches(two: TwoDrafters, tmp_path) -> None:
 def test_drafts_and_confidences_equal_the_reference(seed, depth, budget, n_min, n_extra, min_prob, alphabet, k_max):
     rng = np.random.default_rng(seed)
     two = TwoDrafters(depth, budget, n_min, n_min + n_extra, min_prob)
-    _simulate(two, _streams(rng, int(rng.integers(1, 10)), alphabet), rng, k_max)
+    _simulate(two, repetitive_streams(rng, int(rng.integers(1, 10)), alphabet), rng, k_max)
 
 
 def test_persisted_caches_load_into_either_drafter_mid_run(tmp_path):
     rng = np.random.default_rng(11)
     two = TwoDrafters(24, 3000, 1, 16, 0.1)
-    _simulate(two, _streams(rng, 40, 6), rng, 6, tmp_path)
+    _simulate(two, repetitive_streams(rng, 40, 6), rng, 6, tmp_path)
 
 
 def test_list_and_buffer_inputs_draft_alike():
     rng = np.random.default_rng(4)
-    streams = _streams(rng, 6, 5)
+    streams = repetitive_streams(rng, 6, 5)
     buffer = np.zeros((8, 130), dtype=np.int64)
     by_list, by_buffer = NativeHybridProposer(), NativeHybridProposer()
     drafted = 0
@@ -264,8 +250,8 @@ def real_texts() -> dict[str, list[str]]:
 @pytest.mark.parametrize("dataset", ["humaneval", "sharegpt-mt"])
 @pytest.mark.parametrize("k_max,budget", [(3, 4_000_000), (7, 2_000)])
 def test_replay_on_real_streams_is_identical(real_texts, dataset, k_max, budget):
-    """The same controller over either drafter takes the same decisions on real text (with
-    a small cache budget too: eviction on the way)."""
+    """The reference (controller and drafter) and the compiled ones take the same decisions
+    on real text (with a small cache budget too: eviction on the way)."""
     requests = _real_requests(real_texts[dataset], k_max)
     results = {}
     for drafter in ("python", "native"):

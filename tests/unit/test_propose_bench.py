@@ -8,7 +8,7 @@ from specdec.cli import main
 
 def test_bench_propose_writes_one_record_per_method_and_point(tmp_path):
     out = tmp_path / "propose.json"
-    methods = "specdec-native,specdec-native+controller,specdec-python,suffix-arctic"
+    methods = "specdec-worker,specdec-worker-python,specdec-native,specdec-python,suffix-arctic"
     argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
             "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--memory-tokens", "20000", "--json", str(out)]
     assert main(argv) == 0

@@ -1,8 +1,8 @@
 """specdec's compiled drafting core; use it through specdec.drafting.native."""
 
-from specdec_native._core import Drafter, SuffixCache
+from specdec_native._core import Controller, Drafter, SuffixCache
 
 # Bumped whenever the core's behaviour changes: specdec checks it matches what it expects.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
-__all__ = ["ABI_VERSION", "Drafter", "SuffixCache"]
+__all__ = ["ABI_VERSION", "Controller", "Drafter", "SuffixCache"]

@@ -1,4 +1,4 @@
-// Python bindings (nanobind): specdec_native._core.Drafter and SuffixCache.
+// Python bindings (nanobind): specdec_native._core.Drafter and SuffixCache; the module.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
@@ -9,58 +9,25 @@
 
 #include <stdexcept>
 
-#include "drafter.h"
+#include "bindings.h"
 
-namespace nb = nanobind;
-using namespace nb::literals;
 using specdec::Drafter;
 using specdec::DrafterConfig;
+using specdec::PyDrafter;
+using specdec::RowTokens;
 using specdec::SuffixCache;
+using namespace specdec::py;
 
 namespace {
 
-using AnyMat = nb::ndarray<nb::ro, nb::ndim<2>, nb::device::cpu>;
-using I64Out = nb::ndarray<int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using I64OutMat = nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
-using F64OutMat = nb::ndarray<double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
-
-// The drafter plus the arrays bound to it for the per-step path: vLLM's token buffer (the
-// same array every step) and the outputs, so a step converts no array at all.
-struct PyDrafter {
-  explicit PyDrafter(const DrafterConfig& cfg) : d(cfg) {}
-  Drafter d;
-  AnyMat tokens;
-  I64OutMat out_tokens;
-  I64Out out_lengths;
-  F64OutMat out_conf;
-};
-
-using AnyVec = nb::ndarray<nb::ro, nb::ndim<1>, nb::device::cpu>;
 using I32Vec = nb::ndarray<nb::ro, int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using I64Vec = nb::ndarray<nb::ro, int64_t, nb::ndim<1>, nb::device::cpu>;
-
-template <typename T>
-nb::ndarray<nb::numpy, T> owned(std::vector<size_t> shape) {
-  size_t size = 1;
-  for (size_t s : shape) size *= s;
-  T* data = new T[size > 0 ? size : 1]();
-  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner);
-}
 
 // Row i of the batch: the request's tokens (int32 or int64, any stride), its draft and
 // confidences written at row i of the outputs.
 void propose_row(Drafter& d, const std::string& id, const AnyVec& toks, int k, int64_t* draft, double* conf,
                  int64_t* len) {
-  size_t n = toks.shape(0);
-  int64_t stride = toks.stride(0);
-  if (toks.dtype() == nb::dtype<int64_t>()) {
-    d.propose(id, static_cast<const int64_t*>(toks.data()), n, k, stride, draft, conf, len);
-  } else if (toks.dtype() == nb::dtype<int32_t>()) {
-    d.propose(id, static_cast<const int32_t*>(toks.data()), n, k, stride, draft, conf, len);
-  } else {
-    throw std::invalid_argument("request " + id + ": tokens must be int32 or int64");
-  }
+  d.propose(d.request(id), id, vector_row(toks, id), k, draft, conf, len);
 }
 
 nb::tuple propose_batch(PyDrafter& py, const std::vector<std::string>& ids, const std::vector<AnyVec>& tokens,
@@ -85,27 +52,14 @@ void propose_rows(PyDrafter& py, const std::vector<std::string>& ids, const std:
   size_t rows = ids.size();
   if (num_tokens.size() != rows || ks.size() != rows || buffer_rows.size() != rows)
     throw std::invalid_argument("ids, buffer_rows, num_tokens and ks differ in length");
-  if (!py.tokens.is_valid() || !py.out_lengths.is_valid()) throw std::invalid_argument("bind the token buffer and outputs first");
+  if (!py.out_lengths.is_valid()) throw std::invalid_argument("bind the outputs first");
   int64_t width = static_cast<int64_t>(py.out_tokens.shape(1));
   if (rows > py.out_lengths.shape(0)) throw std::invalid_argument("more rows than the bound outputs hold");
-  bool wide = py.tokens.dtype() == nb::dtype<int64_t>();
-  if (!wide && py.tokens.dtype() != nb::dtype<int32_t>()) throw std::invalid_argument("tokens must be int32 or int64");
   for (size_t i = 0; i < rows; ++i) {
     if (ks[i] > width) throw std::invalid_argument("k larger than the bound outputs are wide");
-    if (num_tokens[i] < 0 || static_cast<size_t>(num_tokens[i]) > py.tokens.shape(1) || buffer_rows[i] < 0 ||
-        static_cast<size_t>(buffer_rows[i]) >= py.tokens.shape(0))
-      throw std::invalid_argument("request " + ids[i] + ": outside the token buffer");
-    int64_t* draft = py.out_tokens.data() + i * width;
-    double* conf = py.out_conf.data() + i * width;
-    int64_t* len = py.out_lengths.data() + i;
-    size_t n = static_cast<size_t>(num_tokens[i]);
-    int64_t stride = py.tokens.stride(1);
-    const char* row = static_cast<const char*>(py.tokens.data()) + buffer_rows[i] * py.tokens.stride(0) * (wide ? 8 : 4);
-    if (wide) {
-      py.d.propose(ids[i], reinterpret_cast<const int64_t*>(row), n, static_cast<int>(ks[i]), stride, draft, conf, len);
-    } else {
-      py.d.propose(ids[i], reinterpret_cast<const int32_t*>(row), n, static_cast<int>(ks[i]), stride, draft, conf, len);
-    }
+    RowTokens row = buffer_row(py.tokens, buffer_rows[i], num_tokens[i], ids[i]);
+    py.d.propose(py.d.request(ids[i]), ids[i], row, static_cast<int>(ks[i]), py.out_tokens.data() + i * width,
+                 py.out_conf.data() + i * width, py.out_lengths.data() + i);
   }
 }
 
@@ -196,4 +150,5 @@ NB_MODULE(_core, m) {
       .def_prop_ro("cache", [](PyDrafter& py) -> SuffixCache& { return py.d.cache(); }, nb::rv_policy::reference_internal)
       .def_prop_ro("num_requests", [](PyDrafter& py) { return py.d.num_requests(); })
       .def("memory_bytes", [](PyDrafter& py) { return py.d.memory_bytes(); });
+  specdec::bind_controller(m);
 }

@@ -44,7 +44,7 @@ Drafter::Request& Drafter::request(const std::string& id) {
 
 void Drafter::feedback(const std::string& id, int64_t num_drafted, int64_t num_accepted) {
   auto it = requests_.find(id);
-  if (it != requests_.end()) table_.observe(it->second->buckets, num_drafted, num_accepted);
+  if (it != requests_.end()) feedback(*it->second, num_drafted, num_accepted);
 }
 
 void Drafter::forget(const std::string& id) {

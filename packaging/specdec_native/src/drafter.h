@@ -44,6 +44,14 @@ class ConfidenceTable {
   std::array<double, kBuckets> acc_, rej_;
 };
 
+// A request's tokens so far: n of them at `data`, `stride` elements apart.
+struct RowTokens {
+  const void* data = nullptr;
+  bool wide = false;  // int64 (else int32)
+  size_t n = 0;
+  int64_t stride = 1;
+};
+
 struct Candidate {
   std::vector<int32_t> tokens;
   std::vector<int8_t> buckets;
@@ -55,13 +63,38 @@ class Drafter {
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;
 
+  // One request's own-text index and its last draft's buckets.
+  struct Request {
+    explicit Request(int n_max) : index(n_max) {}
+    OwnIndex index;
+    std::vector<int8_t> buckets;  // evidence bucket of each token of the last draft
+  };
+
   // The request's tokens so far are tokens[0..n) (T: int32_t or int64_t); those not seen
   // before are added to its index. Writes at most k draft tokens and their confidences.
   template <typename T>
   void propose(const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
+               int64_t* draft_out, double* conf_out, int64_t* len_out) {
+    propose(request(id), id, tokens, n, k, stride, draft_out, conf_out, len_out);
+  }
+  // The same for a record from `request(id)` (a caller that keeps it skips the lookup).
+  template <typename T>
+  void propose(Request& r, const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
                int64_t* draft_out, double* conf_out, int64_t* len_out);
+  void propose(Request& r, const std::string& id, const RowTokens& t, int k, int64_t* draft_out, double* conf_out,
+               int64_t* len_out) {
+    if (t.wide) {
+      propose(r, id, static_cast<const int64_t*>(t.data), t.n, k, t.stride, draft_out, conf_out, len_out);
+    } else {
+      propose(r, id, static_cast<const int32_t*>(t.data), t.n, k, t.stride, draft_out, conf_out, len_out);
+    }
+  }
   void feedback(const std::string& id, int64_t num_drafted, int64_t num_accepted);
-  void forget(const std::string& id);  // its tokens enter the cache
+  void feedback(const Request& r, int64_t num_drafted, int64_t num_accepted) {
+    table_.observe(r.buckets, num_drafted, num_accepted);
+  }
+  void forget(const std::string& id);  // its tokens enter the cache; its record is freed
+  Request& request(const std::string& id);  // the request's record (made on first use)
   double best_confidence() const { return table_.best(); }
 
   SuffixCache& cache() { return cache_; }
@@ -70,13 +103,6 @@ class Drafter {
   size_t memory_bytes() const;
 
  private:
-  struct Request {
-    explicit Request(int n_max) : index(n_max) {}
-    OwnIndex index;
-    std::vector<int8_t> buckets;  // evidence bucket of each token of the last draft
-  };
-
-  Request& request(const std::string& id);
   Candidate best_candidate(const Request& r, const std::vector<int32_t>& extra, int k);
   Candidate own_candidate(const Request& r, const std::vector<int32_t>& extra, int k, int& own_len) const;
 
@@ -87,9 +113,8 @@ class Drafter {
 };
 
 template <typename T>
-void Drafter::propose(const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
+void Drafter::propose(Request& r, const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
                       int64_t* draft_out, double* conf_out, int64_t* len_out) {
-  Request& r = request(id);
   size_t known = r.index.size();
   if (n < known) throw std::invalid_argument("request " + id + ": fewer tokens than already seen");
   if (known && static_cast<int64_t>(tokens[(known - 1) * stride]) != r.index.tokens()[known - 1])

@@ -1,0 +1,230 @@
+// Python bindings (nanobind): specdec_native._core.Controller, the compiled per-step controller
+// (specdec/drafting/native_controller.py wraps it). `engine_step` is vLLM's whole proposer call:
+// Python objects in (the batch's ids and sampled tokens), vLLM's list of drafts out.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <ctime>
+#include <stdexcept>
+
+#include "bindings.h"
+#include "controller.h"
+#include "step_shapes.h"
+
+using namespace specdec;
+using namespace specdec::py;
+
+namespace {
+
+double monotonic_seconds() {  // Python's time.perf_counter() clock on Linux
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct PyController {
+  PyController(const ControllerConfig& cfg, PyDrafter& d) : drafter(d), c(cfg, d.d), k_max(cfg.k_max) {}
+  PyDrafter& drafter;  // kept alive by the binding (keep_alive)
+  Controller c;
+  StepShapes shapes;
+  int64_t k_max;
+  StepCost cost;
+  bool has_cost = false;
+  AnyVec num_tokens;  // vLLM's num_tokens_no_spec (its token buffer is the drafter's bound one)
+  // per-step scratch, reused
+  std::vector<std::string> ids, decoding_ids;
+  std::vector<RowTokens> rows;
+  std::vector<size_t> decoding;
+  std::vector<int64_t> accepted, drafts, lengths, contexts;
+};
+
+int64_t element(const AnyVec& v, size_t i) {
+  if (v.dtype() == nb::dtype<int32_t>()) return static_cast<const int32_t*>(v.data())[i * v.stride(0)];
+  if (v.dtype() == nb::dtype<int64_t>()) return static_cast<const int64_t*>(v.data())[i * v.stride(0)];
+  throw std::invalid_argument("token counts must be int32 or int64");
+}
+
+int64_t token_at(const RowTokens& r, size_t i) {
+  return r.wide ? static_cast<const int64_t*>(r.data)[i * r.stride] : static_cast<const int32_t*>(r.data)[i * r.stride];
+}
+
+nb::dict trace_dict(const Trace& t) {
+  nb::dict d;
+  d["num_steps"] = t.num_steps;
+  d["num_fallback_steps"] = t.num_fallback_steps;
+  d["num_verified_drafts"] = t.num_verified_drafts;
+  d["num_verified_draft_tokens"] = t.num_verified_draft_tokens;
+  d["num_verified_accepted"] = t.num_verified_accepted;
+  nb::list hist;
+  for (int64_t v : t.k_histogram) hist.append(v);
+  d["k_histogram"] = hist;
+  return d;
+}
+
+// Drafts [rows, k_max] and lengths [rows] of one `Controller::step`, as new arrays.
+nb::tuple run_step(PyController& py, const std::vector<std::string>& ids, const std::vector<int64_t>& accepted,
+                   bool use_cost) {
+  size_t n = ids.size();
+  if (accepted.size() != n) throw std::invalid_argument("ids and num_accepted differ in length");
+  if (use_cost && !py.has_cost) throw std::invalid_argument("no step cost set");
+  auto drafts = owned<int64_t>({n, static_cast<size_t>(py.k_max)});
+  auto lengths = owned<int64_t>({n});
+  py.c.step(ids, py.rows, accepted.data(), use_cost ? &py.cost : nullptr, drafts.data(), lengths.data(), py.k_max);
+  return nb::make_tuple(drafts, lengths);
+}
+
+nb::tuple step_arrays(PyController& py, const std::vector<std::string>& ids, const std::vector<AnyVec>& tokens,
+                      const std::vector<int64_t>& accepted, bool use_cost) {
+  if (tokens.size() != ids.size()) throw std::invalid_argument("ids and tokens differ in length");
+  py.rows.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) py.rows[i] = vector_row(tokens[i], ids[i]);
+  return run_step(py, ids, accepted, use_cost);
+}
+
+nb::tuple step_rows(PyController& py, const std::vector<std::string>& ids, const std::vector<int64_t>& buffer_rows,
+                    const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& accepted, bool use_cost) {
+  if (buffer_rows.size() != ids.size() || num_tokens.size() != ids.size())
+    throw std::invalid_argument("ids, buffer_rows and num_tokens differ in length");
+  py.rows.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) py.rows[i] = buffer_row(py.drafter.tokens, buffer_rows[i], num_tokens[i], ids[i]);
+  return run_step(py, ids, accepted, use_cost);
+}
+
+// vLLM's proposer call: the first `num_rows` of `req_ids` are the batch (row i is buffer row
+// i); a row whose `sampled[i]` is empty is still prefilling. Returns every row's draft (a
+// list per row, as vLLM takes them) and, when `timed`, the clean step that just ran as
+// (rows, tokens, KV tokens, seconds) or None. `forced_k` >= 0: calibration, every decoding
+// row drafts its last token that many times and the controller is not consulted.
+nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::list sampled, bool use_cost,
+                      int forced_k, bool timed) {
+  double now = monotonic_seconds();
+  if (nb::len(sampled) != num_rows || nb::len(req_ids) < num_rows)
+    throw std::invalid_argument("sampled and req_ids do not cover the batch");
+  if (!py.num_tokens.is_valid()) throw std::invalid_argument("bind the engine's buffers first");
+  py.ids.resize(num_rows);
+  py.decoding.clear();
+  py.accepted.clear();
+  bool all_decoding = true;
+  for (size_t i = 0; i < num_rows; ++i) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(req_ids.ptr(), i), &size);
+    if (!text) throw nb::python_error();
+    py.ids[i].assign(text, static_cast<size_t>(size));
+    Py_ssize_t got = PyObject_Length(PyList_GET_ITEM(sampled.ptr(), i));
+    if (got < 0) throw nb::python_error();
+    if (got > 0) {
+      py.decoding.push_back(i);
+      py.accepted.push_back(got - 1);
+    } else {
+      all_decoding = false;
+    }
+  }
+  StepShape shape;
+  bool clean = timed && py.shapes.started(py.ids, all_decoding, now, shape);
+  py.c.retire_missing(py.ids);
+  size_t m = py.decoding.size();
+  py.decoding_ids.resize(m);
+  py.rows.resize(m);
+  py.drafts.assign(m * py.k_max, 0);
+  py.lengths.assign(m, 0);
+  for (size_t j = 0; j < m; ++j) {
+    size_t i = py.decoding[j];
+    py.decoding_ids[j] = py.ids[i];
+    py.rows[j] = buffer_row(py.drafter.tokens, static_cast<int64_t>(i), element(py.num_tokens, i), py.ids[i]);
+  }
+  if (forced_k >= 0) {
+    if (forced_k > py.k_max) throw std::invalid_argument("forced_k larger than k_max");
+    for (size_t j = 0; j < m; ++j) {
+      if (py.rows[j].n == 0) throw std::invalid_argument("request " + py.decoding_ids[j] + ": no tokens");
+      int64_t last = token_at(py.rows[j], py.rows[j].n - 1);
+      for (int k = 0; k < forced_k; ++k) py.drafts[j * py.k_max + k] = last;
+      py.lengths[j] = forced_k;
+    }
+  } else if (m) {
+    if (use_cost && !py.has_cost) throw std::invalid_argument("no step cost set");
+    py.c.step(py.decoding_ids, py.rows, py.accepted.data(), use_cost ? &py.cost : nullptr, py.drafts.data(),
+              py.lengths.data(), py.k_max);
+  }
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(num_rows));
+  if (!out) throw nb::python_error();
+  nb::object result = nb::steal(out);
+  for (size_t i = 0, j = 0; i < num_rows; ++i) {
+    bool decodes = j < m && py.decoding[j] == i;
+    Py_ssize_t len = decodes ? static_cast<Py_ssize_t>(py.lengths[j]) : 0;
+    PyObject* row = PyList_New(len);
+    if (!row) throw nb::python_error();
+    PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), row);
+    for (Py_ssize_t t = 0; t < len; ++t) {
+      PyObject* tok = PyLong_FromLongLong(py.drafts[j * py.k_max + t]);
+      if (!tok) throw nb::python_error();
+      PyList_SET_ITEM(row, t, tok);
+    }
+    if (decodes) ++j;
+  }
+  if (timed) {
+    py.contexts.resize(m);
+    for (size_t j = 0; j < m; ++j) py.contexts[j] = static_cast<int64_t>(py.rows[j].n) - 1;
+    py.shapes.finished(py.decoding_ids, py.lengths, py.contexts, monotonic_seconds());
+  }
+  if (!clean) return nb::make_tuple(result, nb::none());
+  return nb::make_tuple(result, nb::make_tuple(shape.num_seqs, shape.num_tokens, shape.num_kv_tokens, shape.seconds));
+}
+
+nb::object take_trace(PyController& py, const std::string& id) {
+  auto it = py.c.finished.find(id);
+  if (it == py.c.finished.end()) return nb::none();
+  nb::dict d = trace_dict(it->second);
+  py.c.finished.erase(it);
+  return d;
+}
+
+}  // namespace
+
+void specdec::bind_controller(nb::module_& m) {
+  nb::class_<PyController>(m, "Controller")
+      .def("__init__",
+           [](PyController* c, PyDrafter& drafter, int k_max, bool adaptive, int k_init, int window, double raise_above,
+              double lower_below, int max_consecutive_rejects, int reprobe_after, double acceptance_decay,
+              double prior_weight, double max_token_gain, double lookup_decay) {
+             PolicyConfig policy{adaptive, k_init, window, raise_above, lower_below, max_consecutive_rejects,
+                                 reprobe_after};
+             new (c) PyController(
+                 ControllerConfig{k_max, policy, acceptance_decay, prior_weight, max_token_gain, lookup_decay}, drafter);
+           },
+           nb::keep_alive<1, 2>(), "drafter"_a, "k_max"_a, "adaptive"_a, "k_init"_a, "window"_a, "raise_above"_a,
+           "lower_below"_a, "max_consecutive_rejects"_a, "reprobe_after"_a, "acceptance_decay"_a, "prior_weight"_a,
+           "max_token_gain"_a, "lookup_decay"_a)
+      .def("set_cost",
+           [](PyController& py, double fixed_s, double per_seq_s, double per_token_s, double per_kv_token_s) {
+             py.cost = StepCost{fixed_s, per_seq_s, per_token_s, per_kv_token_s};
+             py.has_cost = true;
+           })
+      .def("bind_engine", [](PyController& py, AnyVec num_tokens) { py.num_tokens = num_tokens; }, "num_tokens"_a)
+      .def("step_arrays", &step_arrays, "ids"_a, "tokens"_a, "num_accepted"_a, "use_cost"_a)
+      .def("step_rows", &step_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "num_accepted"_a, "use_cost"_a)
+      .def("engine_step", &engine_step, "req_ids"_a, "num_rows"_a, "sampled"_a, "use_cost"_a, "forced_k"_a, "timed"_a)
+      .def("finish",
+           [](PyController& py, const std::string& id) -> nb::object {
+             std::optional<Trace> t = py.c.finish(id);
+             return t ? nb::object(trace_dict(*t)) : nb::none();
+           })
+      .def("retire", [](PyController& py, const std::string& id) { py.c.retire(id); })
+      .def("take_trace", &take_trace)
+      .def("finished_ids",
+           [](PyController& py) {
+             std::vector<std::string> ids;
+             for (const auto& [id, t] : py.c.finished) ids.push_back(id);
+             return ids;
+           })
+      .def("active_ids", [](PyController& py) { return py.c.active_ids(); })
+      .def("forget_step_rows", [](PyController& py) { py.shapes.forget(); })
+      .def_prop_ro("num_live", [](PyController& py) { return py.c.num_live(); })
+      .def_prop_ro("num_finished", [](PyController& py) { return py.c.finished.size(); })
+      .def_prop_ro("num_step_rows", [](PyController& py) { return py.shapes.num_rows(); })
+      .def_prop_rw("lookup_s", [](PyController& py) { return py.c.lookup_s; },
+                   [](PyController& py, double v) { py.c.lookup_s = v; })
+      .def_prop_rw("fixed_lookup_s", [](PyController& py) { return py.c.fixed_lookup_s; },
+                   [](PyController& py, double v) { py.c.fixed_lookup_s = v; });
+}

@@ -1,0 +1,182 @@
+// The compiled controller (see controller.h and specdec/controller.py).
+#include "controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <stdexcept>
+
+namespace specdec {
+
+namespace {
+
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+void Acceptance::observe(int64_t num_drafted, int64_t num_accepted, double decay) {
+  int64_t rejected_now = num_accepted < num_drafted ? 1 : 0;
+  double fade = std::pow(decay, static_cast<double>(num_accepted + rejected_now));  // per token tried
+  accepted = accepted * fade + static_cast<double>(num_accepted);
+  rejected = rejected * fade + static_cast<double>(rejected_now);
+}
+
+Controller::Controller(const ControllerConfig& cfg, Drafter& drafter)
+    : cfg_(cfg), drafter_(drafter), policy_(cfg.policy, cfg.k_max) {
+  if (cfg.k_max < 1) throw std::invalid_argument("k_max must be >= 1");
+}
+
+Controller::Live& Controller::observe(const std::string& id, int64_t num_accepted) {
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    auto live = std::make_unique<Live>();
+    live->state = policy_.new_state();
+    live->trace.k_histogram.assign(cfg_.k_max + 1, 0);
+    live->serial = next_serial_++;
+    live->request = &drafter_.request(id);
+    it = live_.emplace(id, std::move(live)).first;
+  }
+  Live& live = *it->second;
+  live.verified_drafted = live.pending_draft;
+  live.verified_accepted = std::min(num_accepted, live.pending_draft);
+  if (live.pending_draft) {
+    policy_.observe(live.state, live.verified_drafted, live.verified_accepted);
+    live.trace.num_verified_drafts += 1;
+    live.trace.num_verified_draft_tokens += live.verified_drafted;
+    live.trace.num_verified_accepted += live.verified_accepted;
+    live.acceptance.observe(live.verified_drafted, live.verified_accepted, cfg_.acceptance_decay);
+    overall_.observe(live.verified_drafted, live.verified_accepted, 1.0);
+  }
+  return live;
+}
+
+void Controller::time_lookups(double seconds, int64_t num_looked_up) {
+  if (!num_looked_up) {  // not refreshed, the estimate fades
+    lookup_s *= cfg_.lookup_decay;
+    return;
+  }
+  double per_row = seconds / static_cast<double>(num_looked_up);
+  lookup_s = lookup_s == 0.0 ? per_row : cfg_.lookup_decay * lookup_s + (1 - cfg_.lookup_decay) * per_row;
+}
+
+void Controller::step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows,
+                      const int64_t* accepted, const StepCost* cost, int64_t* drafts, int64_t* lengths,
+                      int64_t width) {
+  const size_t n = ids.size();
+  if (rows.size() != n) throw std::invalid_argument("ids and rows differ in length");
+  if (width < cfg_.k_max) throw std::invalid_argument("drafts narrower than k_max");
+  lives_.resize(n);
+  for (size_t i = 0; i < n; ++i) lives_[i] = &observe(ids[i], accepted[i]);
+  for (size_t i = 0; i < n; ++i)
+    if (lives_[i]->verified_drafted)
+      drafter_.feedback(*lives_[i]->request, lives_[i]->verified_drafted, lives_[i]->verified_accepted);
+  ks_.resize(n);
+  for (size_t i = 0; i < n; ++i) ks_[i] = policy_.next_k(lives_[i]->state);
+  int64_t num_kv = 0;
+  const double overall = overall_rate();
+  if (cost) {
+    for (const RowTokens& r : rows) num_kv += std::max<int64_t>(static_cast<int64_t>(r.n) - 1, 0);
+    // Rows whose most confident token could not pay for itself and its lookup draft nothing.
+    double threshold = first_draft_threshold(static_cast<int64_t>(n), *cost, num_kv, lookup_s);
+    double ceiling = std::min(drafter_.best_confidence(), cfg_.max_token_gain);
+    for (size_t i = 0; i < n; ++i)
+      if (!(ceiling * relative_acceptance(*lives_[i], overall) > threshold)) ks_[i] = 0;
+  }
+  conf_.resize(n * static_cast<size_t>(width));
+  double started = fixed_lookup_s >= 0 ? 0.0 : thread_seconds();
+  for (size_t i = 0; i < n; ++i) {
+    drafter_.propose(*lives_[i]->request, ids[i], rows[i], static_cast<int>(ks_[i]), drafts + i * width,
+                     conf_.data() + i * width, lengths + i);
+  }
+  if (cost) {
+    double elapsed = fixed_lookup_s >= 0 ? fixed_lookup_s : thread_seconds() - started;
+    int64_t looked_up = 0;
+    for (size_t i = 0; i < n; ++i) looked_up += ks_[i] > 0;
+    time_lookups(elapsed, looked_up);
+    // Each position's acceptance probability: the drafter's confidence scaled by how this
+    // request fares against the run, chained along the draft.
+    gains_.clear();
+    std::vector<int64_t>& row_lengths = ks_;  // reused: the lengths the budget chooses from
+    for (size_t i = 0; i < n; ++i) {
+      double relative = relative_acceptance(*lives_[i], overall);
+      double product = 1.0;
+      const double* conf = conf_.data() + i * width;
+      for (int64_t j = 0; j < lengths[i]; ++j) {
+        double x = std::min(conf[j] * relative, cfg_.max_token_gain);
+        product = j == 0 ? x : product * x;
+        gains_.push_back(product);
+      }
+      row_lengths[i] = lengths[i];
+    }
+    allocate_drafts(row_lengths, gains_, *cost, num_kv, alloc_, order_);
+    for (size_t i = 0; i < n; ++i) {
+      ks_[i] = alloc_[i];
+      lengths[i] = alloc_[i];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Live& live = *lives_[i];
+    live.trace.num_steps += 1;
+    live.trace.k_histogram[ks_[i]] += 1;
+    if (lengths[i] == 0) live.trace.num_fallback_steps += 1;
+    live.pending_draft = lengths[i];
+  }
+}
+
+std::optional<Trace> Controller::finish(const std::string& id) {
+  auto it = live_.find(id);
+  std::optional<Trace> trace;
+  if (it != live_.end()) {
+    trace = std::move(it->second->trace);
+    live_.erase(it);
+  }
+  drafter_.forget(id);
+  return trace;
+}
+
+void Controller::retire(const std::string& id) {
+  std::optional<Trace> trace = finish(id);
+  if (!trace) return;
+  auto [it, fresh] = finished.try_emplace(id, std::move(*trace));
+  if (fresh) return;
+  // It left the batch before (preempted) and came back under the same id: count both parts,
+  // in the reference's order (this part's counts plus the earlier ones).
+  Trace& earlier = it->second;
+  Trace& now = *trace;
+  now.num_steps += earlier.num_steps;
+  now.num_fallback_steps += earlier.num_fallback_steps;
+  now.num_verified_drafts += earlier.num_verified_drafts;
+  now.num_verified_draft_tokens += earlier.num_verified_draft_tokens;
+  now.num_verified_accepted += earlier.num_verified_accepted;
+  for (size_t k = 0; k < now.k_histogram.size() && k < earlier.k_histogram.size(); ++k)
+    now.k_histogram[k] += earlier.k_histogram[k];
+  earlier = std::move(now);
+}
+
+void Controller::retire_missing(const std::vector<std::string>& present) {
+  size_t seen = 0;
+  for (const std::string& id : present) seen += live_.count(id);
+  if (seen == live_.size()) return;  // the usual step: nobody left
+  std::unordered_map<std::string_view, bool> here;
+  for (const std::string& id : present) here.emplace(id, true);
+  std::vector<std::pair<uint64_t, std::string>> gone;
+  for (const auto& [id, live] : live_)
+    if (!here.count(id)) gone.emplace_back(live->serial, id);
+  std::sort(gone.begin(), gone.end());
+  for (const auto& [serial, id] : gone) retire(id);
+}
+
+std::vector<std::string> Controller::active_ids() const {
+  std::vector<std::pair<uint64_t, std::string>> all;
+  for (const auto& [id, live] : live_) all.emplace_back(live->serial, id);
+  std::sort(all.begin(), all.end());
+  std::vector<std::string> ids;
+  for (auto& [serial, id] : all) ids.push_back(std::move(id));
+  return ids;
+}
+
+}  // namespace specdec

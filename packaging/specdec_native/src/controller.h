@@ -1,0 +1,104 @@
+// The per-step controller, compiled (the reference: specdec/controller.py, DraftController),
+// decision for decision: per-request K, acceptance estimates, the batch budget, traces, and
+// the drafter, for the whole batch in one call, with no Python per row.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "budget.h"
+#include "drafter.h"
+#include "policy.h"
+
+namespace specdec {
+
+struct ControllerConfig {
+  int k_max = 5;
+  PolicyConfig policy;
+  double acceptance_decay = 0.9;
+  double prior_weight = 2.0;
+  double max_token_gain = 0.99;
+  double lookup_decay = 0.9;
+};
+
+// One request's drafts as RequestTrace (specdec/stats.py) counts them.
+struct Trace {
+  int64_t num_steps = 0;
+  int64_t num_fallback_steps = 0;
+  int64_t num_verified_drafts = 0;
+  int64_t num_verified_draft_tokens = 0;
+  int64_t num_verified_accepted = 0;
+  std::vector<int64_t> k_histogram;
+};
+
+// Per-token acceptance of one request's drafts (specdec/budget.py, AcceptanceEstimate).
+struct Acceptance {
+  double accepted = 0.0;
+  double rejected = 0.0;
+  void observe(int64_t num_drafted, int64_t num_accepted, double decay);
+  double rate(double prior, double prior_weight) const {
+    double total = accepted + rejected + prior_weight;
+    return (accepted + prior * prior_weight) / total;
+  }
+};
+
+class Controller {
+ public:
+  Controller(const ControllerConfig& cfg, Drafter& drafter);
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // One engine step: row i is request ids[i] with tokens rows[i], of whose last draft
+  // accepted[i] tokens were accepted; with a cost model the batch budget sizes the drafts.
+  // Row i's draft goes to drafts[i * width ..], its length to lengths[i] (width >= k_max).
+  void step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows, const int64_t* accepted,
+            const StepCost* cost, int64_t* drafts, int64_t* lengths, int64_t width);
+  // The request left the batch: its trace (none if unknown); its tokens enter the cache.
+  std::optional<Trace> finish(const std::string& id);
+  // `finish` every live request not among `present`, oldest first, keeping each trace in
+  // `finished` (the engine noticed they left the batch).
+  void retire_missing(const std::vector<std::string>& present);
+  void retire(const std::string& id);
+  std::vector<std::string> active_ids() const;  // in the order they started
+  size_t num_live() const { return live_.size(); }
+
+  std::unordered_map<std::string, Trace> finished;
+  double lookup_s = 0.0;  // the drafter's thread CPU seconds per row looked up (moving average)
+  double fixed_lookup_s = -1.0;  // >= 0: every lookup call counts as this long (tests)
+
+ private:
+  struct Live {
+    KState state;
+    Trace trace;
+    Acceptance acceptance;
+    int64_t pending_draft = 0;
+    int64_t verified_drafted = 0;
+    int64_t verified_accepted = 0;
+    uint64_t serial = 0;  // order of arrival
+    Drafter::Request* request = nullptr;  // the drafter's record (the controller alone forgets it)
+  };
+
+  Live& observe(const std::string& id, int64_t num_accepted);
+  double overall_rate() const { return overall_.rate(0.5, 1.0); }
+  double relative_acceptance(const Live& live, double overall) const {
+    return live.acceptance.rate(overall, cfg_.prior_weight) / overall;
+  }
+  void time_lookups(double seconds, int64_t num_looked_up);
+
+  ControllerConfig cfg_;
+  Drafter& drafter_;
+  AdaptiveK policy_;
+  Acceptance overall_;
+  std::unordered_map<std::string, std::unique_ptr<Live>> live_;
+  uint64_t next_serial_ = 0;
+  // per-step scratch, kept to avoid allocations
+  std::vector<Live*> lives_;
+  std::vector<int64_t> ks_, alloc_;
+  std::vector<double> conf_, gains_;
+  std::vector<uint32_t> order_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,224 @@
+"""The compiled controller (specdec/native_controller.py) against the reference
+(DraftController over the Python drafter): the same drafts step for step, the same traces,
+the same lookup-time estimate and the same cache, with and without the batch budget, with
+the adaptive policy on and off, as requests join, finish mid-batch and are preempted then
+resumed; and the same through vLLM's proposer call (`engine_step`), clean-step shapes
+included."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specdec.budget import StepCost
+from specdec.config import PolicyConfig, SpecConfig
+from specdec.controller import Controller, DraftController, make_controller
+from specdec.drafting.base import TokenRows
+from specdec.drafting.native import load_core
+from specdec.native_controller import NativeDraftController
+from support.token_streams import repetitive_streams
+
+load_core()  # a missing build fails here, loudly: it is what `make setup` installs
+
+LOOKUP_S = 3e-6  # every lookup call counts as this long in both controllers
+
+
+def _pair(k_max: int, policy: PolicyConfig, budget_tokens: int) -> tuple[DraftController, NativeDraftController]:
+    ref = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy, drafter="python",
+                                     cache_max_tokens=budget_tokens))
+    ref.clock = itertools.cycle([0.0, LOOKUP_S]).__next__  # start and end of each timed lookup
+    nat = NativeDraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy, cache_max_tokens=budget_tokens))
+    nat.fix_lookup_time(LOOKUP_S)
+    return ref, nat
+
+
+def _costs(rng: np.random.Generator) -> list[StepCost | None]:
+    """No budget, a CPU-like cost (drafts cost a lot), a GPU-like one (nearly free at small
+    batches) and random ones."""
+    return [None, StepCost(0.055, 0.002, 0.003, 1e-6), StepCost(5.886e-3, 0.0, 2.101e-5, 3.926e-8),
+            StepCost(*rng.uniform(0.0, 0.01, size=4))]
+
+
+policies = st.builds(
+    PolicyConfig,
+    adaptive=st.booleans(),
+    window=st.integers(1, 5),
+    raise_above=st.sampled_from([0.6, 0.8]),
+    lower_below=st.sampled_from([0.2, 0.5]),
+    max_consecutive_rejects=st.integers(1, 4),
+    reprobe_after=st.integers(1, 6),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8), policy=policies,
+       budget_tokens=st.sampled_from([40, 400, 4_000_000]), alphabet=st.integers(2, 10))
+def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet):
+    rng = np.random.default_rng(seed)
+    ref, nat = _pair(k_max, policy, budget_tokens)
+    streams = repetitive_streams(rng, int(rng.integers(1, 12)), alphabet)
+    costs = _costs(rng)
+    buffer = np.zeros((len(streams), max(s.size for s in streams)), dtype=np.int32)
+    for i, seq in enumerate(streams):
+        buffer[i, : seq.size] = seq
+    waiting = list(range(len(streams)))
+    length: dict[int, int] = {}
+    accepted: dict[int, int] = {}
+    for step in range(300):
+        while waiting and (not length or rng.random() < 0.3):
+            i = waiting.pop(0)
+            length[i] = max(length.get(i, 0), int(rng.integers(1, streams[i].size + 1)))
+            accepted[i] = 0
+        if not length:
+            break
+        rows = [i for i in length if rng.random() < 0.9]  # the others skip a step
+        ids = [f"q{i}" for i in rows]
+        lengths = np.array([length[i] for i in rows])
+        cost = costs[step // 25 % len(costs)]
+        as_buffer = step % 2 == 0  # vLLM's buffer, or a list of arrays
+        tokens = TokenRows(buffer, lengths, np.array(rows, dtype=np.int64)) if as_buffer else [
+            streams[i][: length[i]] for i in rows]
+        got = [c.step_tokens(ids, tokens, [accepted[i] for i in rows], cost) for c in (ref, nat)]
+        assert [d.tolist() for d in got[1]] == [d.tolist() for d in got[0]], step
+        assert nat.lookup_s == ref.lookup_s
+        for i, draft in zip(rows, got[0]):
+            accepted[i] = int(rng.integers(0, draft.size + 1))
+            length[i] = min(streams[i].size, length[i] + accepted[i] + 1)
+        for i in list(length):
+            if length[i] == streams[i].size or rng.random() < 0.03:  # finished, or preempted
+                if length[i] < streams[i].size:
+                    waiting.append(i)  # resumes later where it was
+                assert nat.finish(f"q{i}") == ref.finish(f"q{i}")
+                del length[i]
+    assert nat.active_ids() == ref.active_ids()
+    assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
+    assert nat.state_sizes()["live_requests"] == ref.state_sizes()["live_requests"]
+
+
+class VllmBatch:
+    """vLLM's side of the proposer call: its token buffer and counts, the batch's rows in
+    order (a row leaves when its request finishes or is preempted, the rest move up), the
+    tokens sampled per row (none while a row is prefilling)."""
+
+    def __init__(self, streams: list[np.ndarray], rng: np.random.Generator, max_rows: int) -> None:
+        self.streams, self.rng = streams, rng
+        self.token_ids = np.zeros((max_rows, max(s.size for s in streams)), dtype=np.int32)
+        self.num_tokens = np.zeros(max_rows, dtype=np.int32)
+        self.req_ids: list[str] = []  # vLLM's input_batch.req_ids
+        self.rows: list[dict] = []
+        self.waiting = list(range(len(streams)))
+        self.preempted: dict[int, int] = {}  # stream -> its length when preempted
+
+    def admit(self) -> None:
+        while self.waiting and len(self.rows) < self.token_ids.shape[0] and self.rng.random() < 0.5:
+            i = self.waiting.pop(0)
+            # a preempted request resumes under its own id with the tokens it had, prefilled again
+            length = self.preempted.pop(i, None)
+            start = length or int(self.rng.integers(1, max(self.streams[i].size // 2, 1) + 1))
+            self.rows.append({"stream": i, "id": f"req{i}", "length": start,
+                              "prefill": int(self.rng.integers(1 if length else 0, 3))})
+
+    def sampled(self, drafts: list[list[int]] | None) -> list[list[int]]:
+        """Advance every row by the last step's outcome; returns vLLM's sampled_token_ids."""
+        out = []
+        for row, draft in zip(self.rows, drafts or [[]] * len(self.rows)):
+            if row["prefill"] > 0:
+                row["prefill"] -= 1
+                out.append([])
+                continue
+            accepted = int(self.rng.integers(0, len(draft) + 1))
+            row["length"] = min(self.streams[row["stream"]].size, row["length"] + accepted + 1)
+            out.append([0] * (accepted + 1))
+        return out
+
+    def load(self) -> None:
+        self.req_ids[:] = [r["id"] for r in self.rows]
+        for i, row in enumerate(self.rows):
+            seq = self.streams[row["stream"]]
+            self.token_ids[i, : seq.size] = seq
+            self.num_tokens[i] = row["length"]
+
+    def leave(self) -> None:
+        for row in list(self.rows):
+            done = row["length"] == self.streams[row["stream"]].size
+            if done or self.rng.random() < 0.03:
+                if not done:
+                    self.waiting.append(row["stream"])
+                    self.preempted[row["stream"]] = row["length"]
+                self.rows.remove(row)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8), policy=policies, alphabet=st.integers(2, 10),
+       max_rows=st.integers(1, 8))
+def test_engine_steps_equal_the_reference(seed, k_max, policy, alphabet, max_rows):
+    rng = np.random.default_rng(seed)
+    ref, nat = _pair(k_max, policy, 4_000)
+    costs = _costs(rng)
+    batch = VllmBatch(repetitive_streams(rng, int(rng.integers(1, 12)), alphabet), rng, max_rows)
+    drafts = None
+    for step in range(300):
+        sampled = batch.sampled(drafts)
+        batch.leave()
+        batch.admit()
+        if not batch.rows:
+            break
+        # rows that joined this step have sampled nothing yet
+        sampled = (sampled + [[]] * len(batch.rows))[: len(batch.rows)]
+        batch.load()
+        cost, timed = costs[step // 30 % len(costs)], step % 3 != 0
+        forced = k_max if step % 40 == 39 else None  # a calibration step now and then
+        got = [c.engine_step(batch.req_ids + [None], sampled, batch.num_tokens, batch.token_ids, cost, forced, timed)
+               for c in (ref, nat)]
+        assert got[1][0] == got[0][0], step
+        shapes = [None if sample is None else (sample.num_seqs, sample.num_tokens, sample.num_kv_tokens)
+                  for _, sample in got]
+        assert shapes[1] == shapes[0], step
+        drafts = got[0][0]
+    everyone = lambda req_id: True  # noqa: E731
+    assert nat.take_traces(everyone) == ref.take_traces(everyone)
+    controller_sizes = ("live_requests", "finished_traces", "step_drafts", "cache_tokens", "cache_sequences")
+    assert [nat.state_sizes()[k] for k in controller_sizes] == [ref.state_sizes()[k] for k in controller_sizes]
+    assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
+
+
+def test_engine_step_times_clean_steps_only():
+    nat = NativeDraftController(SpecConfig(method="specdec", k_max=3))
+    token_ids = np.tile(np.arange(8, dtype=np.int32), (4, 8))
+    num_tokens = np.array([20, 30, 0, 0], dtype=np.int32)
+    ids = ["a", "b"]
+    first, none = nat.engine_step(ids, [[1], [1]], num_tokens, token_ids, None, timed=True)
+    assert none is None  # nothing ran before it
+    _, sample = nat.engine_step(ids, [[1], [1]], num_tokens, token_ids, None, timed=True)
+    assert (sample.num_seqs, sample.num_tokens, sample.num_kv_tokens) == (2, 2 + sum(map(len, first)), 19 + 29)
+    assert sample.seconds > 0
+    assert nat.engine_step(ids + ["c"], [[1], [1], []], num_tokens, token_ids, None, timed=True)[1] is None
+
+
+def test_make_controller_runs_the_compiled_one_for_specdecs_own_drafter():
+    assert isinstance(make_controller(SpecConfig(method="specdec")), NativeDraftController)
+    for config in (SpecConfig(method="specdec", drafter="python"), SpecConfig(method="specdec", cache=False),
+                   SpecConfig(method="ngram")):
+        assert type(make_controller(config)) is DraftController
+    assert isinstance(make_controller(SpecConfig(method="specdec"), proposer=object()), DraftController)
+
+
+def test_the_compiled_controller_prices_with_a_step_cost_only():
+    class PlainCost:
+        def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+            return 0.01
+
+    ctl: Controller = NativeDraftController(SpecConfig(method="specdec", k_max=2))
+    with pytest.raises(TypeError, match="StepCost"):
+        ctl.step_batch([("a", np.arange(10), 0)], PlainCost())
+
+
+def test_calibration_drafts_are_checked_against_k_max():
+    nat = NativeDraftController(SpecConfig(method="specdec", k_max=3))
+    token_ids = np.zeros((1, 8), dtype=np.int32)
+    with pytest.raises(ValueError, match="forced_k"):
+        nat.engine_step(["a"], [[1]], np.array([4], dtype=np.int32), token_ids, None, forced_k=4)
