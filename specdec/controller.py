@@ -36,7 +36,6 @@ from specdec.drafting.native import NativeHybridProposer
 from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, SuffixTrieCache
 from specdec.engines.step_timing import StepShapes
 from specdec.policy import AdaptiveK, KState
-from specdec.stats import RequestTrace
 
 # vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
 log = logging.getLogger("vllm.specdec.controller")
@@ -48,7 +47,6 @@ _NO_GAINS = np.zeros(0)  # a row without a draft: nothing to allocate
 @dataclasses.dataclass
 class _Live:
     state: KState
-    trace: RequestTrace
     acceptance: AcceptanceEstimate = dataclasses.field(default_factory=AcceptanceEstimate)
     pending_draft: int = 0  # tokens drafted last step, awaiting verification
     verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
@@ -156,18 +154,9 @@ class Controller:
     ) -> tuple[list[list[int]], StepSample | None]:
         raise NotImplementedError
 
-    def finish(self, req_id: str) -> RequestTrace | None:
-        raise NotImplementedError
-
-    def retire(self, req_id: str) -> None:
-        """`finish` the request, keeping its trace until `take_trace` (added to any it left
-        before: a preempted request comes back under the same id)."""
-        raise NotImplementedError
-
-    def take_trace(self, req_id: str) -> RequestTrace | None:
-        raise NotImplementedError
-
-    def finished_ids(self) -> list[str]:
+    def finish(self, req_id: str) -> None:
+        """The request left the batch: forget it (its tokens enter the cross-request cache).
+        A draft still pending then was never verified."""
         raise NotImplementedError
 
     def active_ids(self) -> list[str]:
@@ -178,16 +167,12 @@ class Controller:
         """The batch emptied (a generate call ended): the next step is no clean sample."""
         raise NotImplementedError
 
-    def take_traces(self, wanted: Callable[[str], bool]) -> dict[str, RequestTrace]:
-        """The traces of every request `wanted` accepts, finishing any still live; removed
-        from memory."""
+    def finish_all(self) -> None:
+        """`finish` every live request, oldest first (a generate call ended: their tokens
+        belong in the cache before it is saved)."""
         for req_id in self.active_ids():
-            if wanted(req_id):
-                self.retire(req_id)
-        traces = {req_id: self.take_trace(req_id) for req_id in self.finished_ids() if wanted(req_id)}
-        if not self.active_ids():
-            self.forget_step_rows()
-        return {req_id: trace for req_id, trace in traces.items() if trace is not None}
+            self.finish(req_id)
+        self.forget_step_rows()
 
     def save_cache(self, path: str) -> int:
         """Write the cross-request cache to `path`; returns the sequences written (0: no cache)."""
@@ -225,7 +210,6 @@ class DraftController(Controller):
         # accelerator waits for it, so a lookup must pay for its own time too.
         self.lookup_s = 0.0
         self.clock: Callable[[], float] = time.thread_time  # what lookups are timed with
-        self.finished: dict[str, RequestTrace] = {}  # retired requests' traces, until taken
         self.step_shapes = StepShapes()
 
     def engine_step(
@@ -266,25 +250,10 @@ class DraftController(Controller):
         return drafts, sample
 
     def retire_missing(self, present: Sequence[str]) -> None:
-        """Retire every live request not among `present`, oldest first."""
+        """`finish` every live request not among `present`, oldest first."""
         here = set(present)
         for req_id in [r for r in self._live if r not in here]:
-            self.retire(req_id)
-
-    def retire(self, req_id: str) -> None:
-        trace = self.finish(req_id)
-        if trace is None:
-            return
-        earlier = self.finished.get(req_id)  # it left the batch before (preempted), then resumed
-        if earlier is not None:
-            trace.add(earlier)
-        self.finished[req_id] = trace
-
-    def take_trace(self, req_id: str) -> RequestTrace | None:
-        return self.finished.pop(req_id, None)
-
-    def finished_ids(self) -> list[str]:
-        return list(self.finished)
+            self.finish(req_id)
 
     def forget_step_rows(self) -> None:
         self.step_shapes.forget()
@@ -319,7 +288,6 @@ class DraftController(Controller):
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
             assert draft.shape[0] <= k, (draft.shape[0], k)
-            live.trace.record_step(k, int(draft.shape[0]))
             live.pending_draft = int(draft.shape[0])
         return drafts
 
@@ -381,13 +349,12 @@ class DraftController(Controller):
         `_feedback`); `live.verified` keeps what it was told until then."""
         live = self._live.get(req_id)
         if live is None:
-            live = _Live(self.policy.new_state(), RequestTrace.empty(self.config.k_max))
+            live = _Live(self.policy.new_state())
             self._live[req_id] = live
         live.verified = (live.pending_draft, min(num_accepted, live.pending_draft))
         if live.pending_draft:
             num_drafted, num_accepted = live.verified
             self.policy.observe(live.state, num_drafted, num_accepted)
-            live.trace.record_verified(num_drafted, num_accepted)
             live.acceptance.observe(num_drafted, num_accepted, self.ACCEPTANCE_DECAY)
             self._overall.observe(num_drafted, num_accepted, 1.0)
         return live
@@ -397,20 +364,14 @@ class DraftController(Controller):
         if any(drafted):
             self.drafter.feedback_batch(req_ids, drafted, [live.verified[1] for live in lives])
 
-    def finish(self, req_id: str) -> RequestTrace | None:
-        """The request left the batch: return its trace and forget it.
-
-        A draft still pending at that point was never verified and is not counted.
-        """
-        live = self._live.pop(req_id, None)
+    def finish(self, req_id: str) -> None:
+        self._live.pop(req_id, None)
         self.drafter.forget(req_id)
-        return None if live is None else live.trace
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of the per-request (bound None) and bounded structures."""
         sizes = getattr(self.proposer, "state_sizes", dict)()
-        return {"live_requests": (len(self._live), None), "finished_traces": (len(self.finished), None),
-                "step_drafts": (len(self.step_shapes), None), **sizes}
+        return {"live_requests": (len(self._live), None), "step_drafts": (len(self.step_shapes), None), **sizes}
 
     def active_ids(self) -> list[str]:
         return list(self._live)

@@ -1,9 +1,9 @@
 """The compiled controller: `DraftController`'s decisions over specdec's compiled drafter, with
 the whole step in one call (packaging/specdec_native/src/controller.h).
 
-Per request it keeps what the reference keeps (adaptive-K state, acceptance estimate, trace,
+Per request it keeps what the reference keeps (adaptive-K state, acceptance estimate,
 pending draft); per step it learns from verification, skips rows whose best token cannot
-pay, drafts, prices and allocates the batch's drafts, and records traces, in the same
+pay, drafts, and prices and allocates the batch's drafts, in the same
 floating-point operations in the same order as `DraftController`, so both draft alike
 (tests/unit/test_native_controller.py). `engine_step` is vLLM's whole proposer call: the
 batch's Python lists in, vLLM's list of drafts out, the clean step's shape measured on the way.
@@ -21,7 +21,6 @@ from specdec.controller import Controller, DraftController, default_proposer
 from specdec.drafting.base import TokenRows
 from specdec.drafting.native import NativeHybridProposer, load_core
 from specdec.policy import DEFAULT_K_INIT
-from specdec.stats import RequestTrace
 
 
 class NativeDraftController(Controller):
@@ -106,19 +105,8 @@ class NativeDraftController(Controller):
                                                -1 if forced_k is None else forced_k, timed)
         return drafts, None if shape is None else StepSample(*shape)
 
-    def finish(self, req_id: str) -> RequestTrace | None:
-        trace = self._core.finish(req_id)
-        return None if trace is None else RequestTrace(**trace)
-
-    def retire(self, req_id: str) -> None:
-        self._core.retire(req_id)
-
-    def take_trace(self, req_id: str) -> RequestTrace | None:
-        trace = self._core.take_trace(req_id)
-        return None if trace is None else RequestTrace(**trace)
-
-    def finished_ids(self) -> list[str]:
-        return self._core.finished_ids()
+    def finish(self, req_id: str) -> None:
+        self._core.finish(req_id)
 
     def active_ids(self) -> list[str]:
         return self._core.active_ids()
@@ -128,5 +116,5 @@ class NativeDraftController(Controller):
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of the per-request (bound None) and bounded structures."""
-        return {"live_requests": (self._core.num_live, None), "finished_traces": (self._core.num_finished, None),
-                "step_drafts": (self._core.num_step_rows, None), **self.proposer.state_sizes()}
+        return {"live_requests": (self._core.num_live, None), "step_drafts": (self._core.num_step_rows, None),
+                **self.proposer.state_sizes()}

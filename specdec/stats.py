@@ -1,4 +1,4 @@
-"""Acceptance statistics, one module: proposer trace -> request -> shard -> run. Data only, no I/O.
+"""Acceptance statistics, one module: request -> shard -> run. Data only, no I/O.
 
 Notation as in vLLM: a *draft* is one proposal of up to K tokens for one request in one
 step; *accepted* tokens are draft tokens the target agreed with; every target forward also
@@ -19,45 +19,6 @@ from typing import Any, TypeVar
 
 # Names that older workers and databases used for today's figures: old -> new.
 LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
-
-
-@dataclasses.dataclass
-class RequestTrace:
-    """What our proposer did for one request (recorded in the worker)."""
-
-    num_steps: int = 0  # decode steps the proposer was consulted for
-    num_fallback_steps: int = 0  # steps run without a draft (paused or no match)
-    num_verified_drafts: int = 0
-    num_verified_draft_tokens: int = 0
-    num_verified_accepted: int = 0
-    k_histogram: list[int] = dataclasses.field(default_factory=list)  # index = K chosen
-
-    @classmethod
-    def empty(cls, k_max: int) -> "RequestTrace":
-        return cls(k_histogram=[0] * (k_max + 1))
-
-    def record_step(self, k: int, num_drafted: int) -> None:
-        self.num_steps += 1
-        self.k_histogram[k] += 1
-        if num_drafted == 0:
-            self.num_fallback_steps += 1
-
-    def record_verified(self, num_drafted: int, num_accepted: int) -> None:
-        self.num_verified_drafts += 1
-        self.num_verified_draft_tokens += num_drafted
-        self.num_verified_accepted += num_accepted
-
-    def add(self, other: "RequestTrace") -> None:
-        """Count `other`'s steps too (the same request, before it was preempted)."""
-        self.num_steps += other.num_steps
-        self.num_fallback_steps += other.num_fallback_steps
-        self.num_verified_drafts += other.num_verified_drafts
-        self.num_verified_draft_tokens += other.num_verified_draft_tokens
-        self.num_verified_accepted += other.num_verified_accepted
-        self.k_histogram = _add_lists(self.k_histogram, other.k_histogram)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -102,22 +63,33 @@ def request_stats(
     per_step_drafted: Sequence[int],
     per_step_accepted: Sequence[int],
     k_max: int,
-    trace: RequestTrace | None = None,
+    speculative: bool = True,
 ) -> RequestStats:
-    """Per-request figures from the verified drafts (+ our proposer's trace when present).
+    """Per-request figures from the verified drafts, as the engine records them (vLLM's
+    detailed per-request metrics: one entry per decode step that verified a draft).
 
     The replay simulator and the real engine both build their RequestStats here, so their
-    figures mean the same thing."""
+    figures mean the same thing. A decode step is a forward after the prefill's; those that
+    verified no draft are the fallback steps, and the K histogram counts every decode step
+    by its draft's length (index 0: no draft; for speculative methods only)."""
     num_accepted = int(sum(per_step_accepted))
+    num_steps = max(1, num_output_tokens - num_accepted) if num_output_tokens else 0
+    k_histogram: list[int] = []
+    num_fallback = 0
+    if speculative:
+        num_fallback = max(num_steps - 1 - len(per_step_drafted), 0)
+        k_histogram = [num_fallback] + [0] * k_max
+        for drafted in per_step_drafted:
+            k_histogram[drafted] += 1
     return RequestStats(
         num_output_tokens=num_output_tokens,
-        num_steps=max(1, num_output_tokens - num_accepted) if num_output_tokens else 0,
+        num_steps=num_steps,
         num_drafts=len(per_step_drafted),
         num_draft_tokens=int(sum(per_step_drafted)),
         num_accepted_tokens=num_accepted,
         accepted_per_pos=accepted_per_position(per_step_accepted, k_max),
-        k_histogram=list(trace.k_histogram) if trace else [],
-        num_fallback_steps=trace.num_fallback_steps if trace else 0,
+        k_histogram=k_histogram,
+        num_fallback_steps=num_fallback,
     )
 
 

@@ -7,10 +7,13 @@ schedules its last token plus its draft, a joining row a chunk of its prompt (ch
 prefill). Then the target's greedy tokens decide what is accepted (as in
 specdec/engines/replay.py), a row whose prompt is complete emits its first token, and the
 drafter is called once for every row that emitted a token (finished ones too: vLLM drafts
-for them once more before it notices).
+for them once more before it notices), through the controller's `engine_step`, the call
+vLLM's worker makes: the step's rows in a persistent, condensed batch as vLLM's input
+batch keeps them (a row that is not scheduled, or has finished, leaves it; the next call
+retires it), their tokens in one buffer, the sampled tokens per row.
 
-Nothing is timed except the drafter's own call (thread CPU time, so other processes on the
-machine do not inflate it). The step log records each step's shape, which a cost model
+Nothing is timed except that call (thread CPU time, so other processes on the machine do
+not inflate it). The step log records each step's shape, which a cost model
 prices afterwards (specdec/bench/pricing.py). With a `learner` the batch budget runs in the
 loop: it learns its step-cost model from the simulated times of clean decode steps, as the
 real engine's step timer learns from measured ones.
@@ -26,11 +29,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from specdec.budget import StepCost, StepCostModel, StepSample
+from specdec.config import SpecConfig
 from specdec.controller import Controller
 from specdec.engines.calibration import STEPS, calibration_runs
 from specdec.engines.replay import ReplayRequest, ReplayResult, num_matching, truncated_output
 from specdec.engines.step_timing import StepTimer
-from specdec.stats import RequestTrace, request_stats
+from specdec.stats import request_stats
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -119,6 +123,41 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
     return samples
 
 
+class InputBatch:
+    """vLLM's persistent input batch as the proposer sees it: row i of the step is buffer
+    row i of `token_ids` (each request's whole replayed sequence, written when it joins;
+    the drafter reads its first `num_tokens[i]`). Each step, rows not scheduled leave, new
+    ones fill the holes, and the last rows move into any holes left (vLLM's condense)."""
+
+    def __init__(self, max_rows: int, width: int) -> None:
+        self.token_ids = np.zeros((max_rows, width), dtype=np.int64)
+        self.num_tokens = np.zeros(max_rows, dtype=np.int64)
+        self.rows: list[_Row] = []
+        self.req_ids: list[str] = []
+
+    def update(self, scheduled: Sequence[_Row]) -> None:
+        here = {id(row) for row in scheduled}
+        slots: list[_Row | None] = [row if id(row) in here else None for row in self.rows]
+        known = {id(row) for row in self.rows}
+        for row in scheduled:
+            if id(row) in known:
+                continue
+            hole = next((i for i, r in enumerate(slots) if r is None), len(slots))
+            if hole == len(slots):
+                slots.append(row)
+            else:
+                slots[hole] = row
+            self.token_ids[hole, : row.sequence.shape[0]] = row.sequence
+        while None in slots:
+            hole = slots.index(None)
+            last = slots.pop()
+            if last is not None and hole < len(slots):
+                slots[hole] = last
+                self.token_ids[hole] = self.token_ids[len(slots)]
+        self.rows = [row for row in slots if row is not None]
+        self.req_ids[:] = [row.req.id for row in self.rows]
+
+
 def simulate(
     requests: Sequence[ReplayRequest],
     controller: Controller,
@@ -131,8 +170,10 @@ def simulate(
         raise ValueError(f"batch_size ({batch_size}) and max_batched_tokens ({max_batched_tokens}) must be >= 1")
     waiting = collections.deque(requests)
     running: list[_Row] = []
-    results: dict[str, ReplayResult] = {}
+    finished: dict[str, _Row] = {}
     log: list[tuple[float, ...]] = []
+    width = max((len(r.prompt_token_ids) + len(r.greedy_tokens) for r in requests), default=1)
+    batch = InputBatch(batch_size, width)
     while waiting or running:
         while waiting and len(running) < batch_size:
             running.append(_Row.start(waiting.popleft()))
@@ -143,17 +184,16 @@ def simulate(
         num_running = len(running)
         num_drafted = sum(int(row.draft.shape[0]) for row, _ in scheduled if row.decoding)
         emitting = [row for row, num_tokens in scheduled if _advance(row, num_tokens)]
-        cpu_s = _propose(controller, emitting, learner.model if learner is not None else None)
+        batch.update([row for row, _ in scheduled])
+        cpu_s = _propose(controller, batch, {id(row) for row in emitting}, learner.model if learner is not None else None)
         for row in [r for r in emitting if r.num_out >= r.stop_at]:  # replay.is_finished, precomputed
-            started = time.thread_time()
-            trace = controller.finish(row.req.id)  # the drafter's work too: ours caches the sequence
-            cpu_s += time.thread_time() - started
-            results[row.req.id] = _result(row, trace, controller.config.k_max)
+            finished[row.req.id] = row
             running.remove(row)
         num_emitted = sum(row.num_emitted_now for row in emitting)
         log.append((*shape, num_running, num_emitted, num_drafted, len(emitting), cpu_s))
     table = np.asarray(log, dtype=np.float64).reshape(-1, len(LOG_FIELDS))
-    return Simulation([results[r.id] for r in requests], {f: table[:, i] for i, f in enumerate(LOG_FIELDS)})
+    results = [_result(finished[r.id], controller.config) for r in requests]
+    return Simulation(results, {f: table[:, i] for i, f in enumerate(LOG_FIELDS)})
 
 
 def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, int]]:
@@ -204,20 +244,28 @@ def _advance(row: _Row, num_tokens: int) -> bool:
     return True
 
 
-def _propose(controller: Controller, rows: list[_Row], cost: StepCostModel | None) -> float:
-    """One drafter call for the rows that emitted tokens; returns its thread CPU time."""
-    if not rows:
+def _propose(controller: Controller, batch: InputBatch, emitting: set[int], cost: StepCostModel | None) -> float:
+    """The proposer call vLLM makes after the step, for the batch's rows (those that
+    emitted tokens draft); returns its thread CPU time."""
+    if not emitting:
         return 0.0
-    batch = [(row.req.id, row.sequence[: row.prompt_len + row.num_out], row.num_accepted_last) for row in rows]
+    sampled = []
+    for i, row in enumerate(batch.rows):
+        if id(row) in emitting:
+            batch.num_tokens[i] = row.prompt_len + row.num_out
+            sampled.append([0] * row.num_emitted_now)  # vLLM's sampled tokens: their number is what counts
+        else:
+            sampled.append([])  # still prefilling
     started = time.thread_time()
-    drafts = controller.step_batch(batch, cost)
+    drafts, _ = controller.engine_step(batch.req_ids, sampled, batch.num_tokens, batch.token_ids, cost)
     cpu_s = time.thread_time() - started
-    for row, draft in zip(rows, drafts, strict=True):
-        row.draft = draft
+    for row, draft in zip(batch.rows, drafts, strict=True):
+        if id(row) in emitting:
+            row.draft = np.array(draft, dtype=np.int64)
     return cpu_s
 
 
-def _result(row: _Row, trace: RequestTrace | None, k_max: int) -> ReplayResult:
+def _result(row: _Row, config: SpecConfig) -> ReplayResult:
     output = truncated_output(row.greedy, row.num_out, row.req)
-    stats = request_stats(len(output), row.drafted, row.accepted, k_max, trace)
+    stats = request_stats(len(output), row.drafted, row.accepted, config.k_max, config.speculative)
     return ReplayResult(row.req.id, output, row.drafted, row.accepted, stats)

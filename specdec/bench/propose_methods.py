@@ -75,8 +75,9 @@ class WorkerRunner:
         from specdec.engines.vllm_proposer import SpecdecVllmProposer
 
         cfg = SpecConfig(method="specdec", k_max=k, drafter=drafter, cache_max_tokens=max(cache_tokens, 1) * 2)  # type: ignore[arg-type]
-        self.proposer = SpecdecVllmProposer(
-            types.SimpleNamespace(speculative_config=types.SimpleNamespace(num_speculative_tokens=k)))
+        self.proposer = SpecdecVllmProposer(types.SimpleNamespace(
+            speculative_config=types.SimpleNamespace(num_speculative_tokens=k),
+            scheduler_config=types.SimpleNamespace(max_num_seqs=num_rows)))
         # vLLM's internal ids: the external id and 8 random characters
         self.proposer.bind(types.SimpleNamespace(req_ids=[f"r{i}-0123abcd" for i in range(num_rows)]), cfg)
         self.proposer.timer.model = FREE

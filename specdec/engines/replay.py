@@ -78,9 +78,9 @@ def _replay_one(
         if num_out > len(greedy):
             raise ValueError(f"request {req.id}: greedy_tokens too short to replay to the stop point")
     controller.step(req.id, sequence[: prompt_len + num_out], num_accepted_last)  # vLLM drafts once more
-    trace = controller.finish(req.id)
+    controller.finish(req.id)
     output = truncated_output(greedy, num_out, req)
-    stats = request_stats(len(output), drafted, accepted, k_max, trace)
+    stats = request_stats(len(output), drafted, accepted, k_max, controller.config.speculative)
     return ReplayResult(req.id, output, drafted, accepted, stats)
 
 

@@ -2,8 +2,8 @@
 
 One `VllmEngine` is meant to live for a whole process (engine start-up costs ~25 s on CPU)
 and serve many `generate` calls. Every call returns per-request results with statistics
-taken from what vLLM really did (`per_request_spec_decode_metrics="detailed"`) and, for our
-own method, the proposer's trace (K chosen per step, fallback steps).
+taken from what vLLM really did (`per_request_spec_decode_metrics="detailed"`: every decode
+step's drafted and accepted tokens), for every speculative method alike.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
 from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
 from specdec.models import resolve_model, tokenizer_digest
-from specdec.stats import RequestTrace, request_stats
+from specdec.stats import request_stats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 log = logging.getLogger(__name__)
@@ -212,8 +212,6 @@ class VllmEngine:
                 for start in range(0, len(requests), step):
                     chunk = requests[start : start + step]
                     outputs.extend(self._generate_chunk(chunk, sampling, watch, show_progress, first_index=start))
-                # One round trip to the worker for the whole call, not one per chunk.
-                traces = self._collect_traces([o.request_id for o in outputs])
                 if self.spec.method == "specdec" and self.spec.cache_file:
                     self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
             except Exception as exc:
@@ -221,8 +219,7 @@ class VllmEngine:
                     raise EngineStalled(f"no request finished for {stall_timeout_s:.0f} s; the engine "
                                         "was stopped") from exc
                 raise
-        return [self._result(req, out, traces.get(out.request_id))
-                for req, out in zip(requests, outputs, strict=True)]
+        return [self._result(req, out) for req, out in zip(requests, outputs, strict=True)]
 
     def _generate_chunk(
         self,
@@ -251,18 +248,7 @@ class VllmEngine:
         ]
         return self.llm.generate(prompts, params, use_tqdm=progress_bars(watch, show_progress))
 
-    def _collect_traces(self, engine_ids: list[str]) -> dict[str, RequestTrace]:
-        if self.spec.method != "specdec":
-            return {}
-        merged: dict[str, RequestTrace] = {}
-        for worker_traces in self.llm.collective_rpc(
-            vllm_proposer.collect_traces, args=(engine_ids,)
-        ):
-            for req_id, trace in worker_traces.items():
-                merged[req_id] = RequestTrace(**trace)
-        return merged
-
-    def _result(self, req: GenerationRequest, out: Any, trace: RequestTrace | None) -> GenerationResult:
+    def _result(self, req: GenerationRequest, out: Any) -> GenerationResult:
         completion = out.outputs[0]
         metrics = completion.spec_decode_metrics
         drafted = list(metrics.per_step_drafted) if metrics else []
@@ -273,7 +259,7 @@ class VllmEngine:
             completion=completion.text,
             output_token_ids=token_ids,
             finish_reason=str(completion.finish_reason),
-            stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_max, trace),
+            stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_max, self.spec.speculative),
             per_step_drafted=drafted,
             per_step_accepted=accepted,
         )

@@ -6,8 +6,10 @@ adapter binds the model runner's input batch (rows -> `input_batch.req_ids`) and
 SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer`).
 Each step is one call to the controller (`engine_step`; specdec's own drafter runs under the
 compiled controller, specdec/native_controller.py). Finished requests are noticed when they
-leave the batch; their traces wait in the controller until the adapter collects them
-(`collect_traces`).
+leave the batch (the last ones of a generate call at the next call's first step, or when the
+cache is saved) and their tokens go into the cross-request cache. Per-request statistics
+come from vLLM's own per-request metrics, so a generate call makes no round trip to the
+worker.
 
 With `SpecConfig.budget` the controller also hands back the shape and time of every clean
 step, which `StepTimer` fits, and the batch's drafts are capped by that step-cost model
@@ -38,6 +40,7 @@ class SpecdecVllmProposer:
 
     def __init__(self, vllm_config: Any) -> None:
         self.k_max = int(vllm_config.speculative_config.num_speculative_tokens)
+        self.max_num_seqs = int(vllm_config.scheduler_config.max_num_seqs)
         self.controller: Controller | None = None
         self.input_batch: Any = None
         self.budget = False
@@ -74,27 +77,16 @@ class SpecdecVllmProposer:
             self.timer.add(sample)
         return drafts
 
-    def collect(self, external_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Traces of the given requests (finishing any still active), removed from memory.
-
-        The worker sees vLLM's internal ids, `<external id>-<8 random chars>`; the caller
-        knows the external ids from `RequestOutput.request_id`.
-        """
-        if self.controller is None:
-            return {}
-        wanted = set(external_ids)
-        traces = self.controller.take_traces(lambda req_id: _external_id(req_id) in wanted)
-        return {_external_id(req_id): trace.to_dict() for req_id, trace in traces.items()}
-
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of every structure that grows with requests: per-request ones
-        (bound None) are empty between generate calls, the others stay within their bound."""
+        """(size, bound) of every structure that grows with requests. The controller's
+        per-request ones hold at most one batch (the last batch of a generate call stays until
+        the next call's first step, or until the cache is saved); the others stay within their
+        own bounds."""
         sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
-        return {**sizes, **(self.controller.state_sizes() if self.controller else {})}
-
-
-def _external_id(internal_id: str) -> str:
-    return internal_id.rsplit("-", 1)[0]
+        if self.controller is not None:
+            for name, (size, bound) in self.controller.state_sizes().items():
+                sizes[name] = (size, self.max_num_seqs if bound is None else bound)
+        return sizes
 
 
 # Functions run in the worker through LLM.collective_rpc; `worker` is vLLM's worker object.
@@ -119,13 +111,6 @@ def reset_proposer(worker: Any) -> bool:
         return False
     drafter.controller = make_controller(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
     return True
-
-
-def collect_traces(worker: Any, req_ids: list[str]) -> dict[str, dict[str, Any]]:
-    drafter = _drafter(worker)
-    if drafter is None:
-        return {}
-    return drafter.collect(req_ids)
 
 
 def start_calibration(worker: Any, forced_k: int) -> bool:
@@ -176,6 +161,7 @@ def save_cache(worker: Any, path: str) -> int:
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return 0
+    drafter.controller.finish_all()  # the call's last requests: their tokens belong in the file
     try:
         return drafter.controller.save_cache(path)
     except OSError as exc:  # costs the next run its warm start, not this call its results

@@ -133,8 +133,6 @@ def test_controller_batch_budget_caps_drafts():
     bound = DraftController(cfg)
     drafts = bound.step_batch(rows, COMPUTE_BOUND)
     assert [d.size for d in drafts] == [0, 0]
-    trace = bound.finish("a")
-    assert trace is not None and trace.k_histogram[0] == 1  # the budget's K is what is recorded
     # Without a cost model (replay) the policy's K stands.
     assert [d.size for d in DraftController(cfg).step_batch(rows)] == [4, 4]
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdec.config import PolicyConfig, SpecConfig
-from specdec.controller import DraftController
+from specdec.controller import DraftController, make_controller
 from specdec.engines.replay import ReplayRequest, replay
 
 
@@ -38,8 +38,11 @@ def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, ma
     [res] = replay([ReplayRequest("r", prompt, greedy, max_tokens)], cfg, proposer)
     assert res.output_token_ids == greedy[:max_tokens]
     assert all(0 <= a <= d <= k_max for d, a in zip(res.per_step_drafted, res.per_step_accepted))
-    # One proposer call follows every target forward (the prefill one included).
-    forwards = sum(res.stats.k_histogram)
+    # The K histogram counts every decode step (a forward after the prefill's) by its draft.
+    hist = res.stats.k_histogram
+    assert hist[1:] == [res.per_step_drafted.count(j) for j in range(1, k_max + 1)]
+    assert hist[0] == res.stats.num_fallback_steps
+    forwards = sum(hist) + 1
     # Every forward emits one token of its own plus the draft tokens it accepted.
     assert min(forwards + sum(res.per_step_accepted), max_tokens) == len(res.output_token_ids)
     assert res.stats.num_drafts == len(res.per_step_drafted)
@@ -104,8 +107,9 @@ def test_persisted_cache_starts_a_later_run_warm(tmp_path):
 
 @pytest.mark.parametrize("drafter", ["python", "native"])
 def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(drafter):
-    """What tests/engine/test_long_run.py checks through an engine, for both drafters."""
-    ctl = DraftController(SpecConfig(method="specdec", k_max=4, drafter=drafter, cache_max_tokens=200))
+    """What tests/engine/test_long_run.py checks through an engine, for both drafters and
+    both controllers."""
+    ctl = make_controller(SpecConfig(method="specdec", k_max=4, drafter=drafter, cache_max_tokens=200))
     rng = np.random.default_rng(1)
     for shard in range(6):
         ids = [f"s{shard}-{i}" for i in range(4)]

@@ -50,19 +50,6 @@ int64_t token_at(const RowTokens& r, size_t i) {
   return r.wide ? static_cast<const int64_t*>(r.data)[i * r.stride] : static_cast<const int32_t*>(r.data)[i * r.stride];
 }
 
-nb::dict trace_dict(const Trace& t) {
-  nb::dict d;
-  d["num_steps"] = t.num_steps;
-  d["num_fallback_steps"] = t.num_fallback_steps;
-  d["num_verified_drafts"] = t.num_verified_drafts;
-  d["num_verified_draft_tokens"] = t.num_verified_draft_tokens;
-  d["num_verified_accepted"] = t.num_verified_accepted;
-  nb::list hist;
-  for (int64_t v : t.k_histogram) hist.append(v);
-  d["k_histogram"] = hist;
-  return d;
-}
-
 // Drafts [rows, k_max] and lengths [rows] of one `Controller::step`, as new arrays.
 nb::tuple run_step(PyController& py, const std::vector<std::string>& ids, const std::vector<int64_t>& accepted,
                    bool use_cost) {
@@ -172,14 +159,6 @@ nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::l
   return nb::make_tuple(result, nb::make_tuple(shape.num_seqs, shape.num_tokens, shape.num_kv_tokens, shape.seconds));
 }
 
-nb::object take_trace(PyController& py, const std::string& id) {
-  auto it = py.c.finished.find(id);
-  if (it == py.c.finished.end()) return nb::none();
-  nb::dict d = trace_dict(it->second);
-  py.c.finished.erase(it);
-  return d;
-}
-
 }  // namespace
 
 void specdec::bind_controller(nb::module_& m) {
@@ -205,23 +184,10 @@ void specdec::bind_controller(nb::module_& m) {
       .def("step_arrays", &step_arrays, "ids"_a, "tokens"_a, "num_accepted"_a, "use_cost"_a)
       .def("step_rows", &step_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "num_accepted"_a, "use_cost"_a)
       .def("engine_step", &engine_step, "req_ids"_a, "num_rows"_a, "sampled"_a, "use_cost"_a, "forced_k"_a, "timed"_a)
-      .def("finish",
-           [](PyController& py, const std::string& id) -> nb::object {
-             std::optional<Trace> t = py.c.finish(id);
-             return t ? nb::object(trace_dict(*t)) : nb::none();
-           })
-      .def("retire", [](PyController& py, const std::string& id) { py.c.retire(id); })
-      .def("take_trace", &take_trace)
-      .def("finished_ids",
-           [](PyController& py) {
-             std::vector<std::string> ids;
-             for (const auto& [id, t] : py.c.finished) ids.push_back(id);
-             return ids;
-           })
+      .def("finish", [](PyController& py, const std::string& id) { return py.c.finish(id); })
       .def("active_ids", [](PyController& py) { return py.c.active_ids(); })
       .def("forget_step_rows", [](PyController& py) { py.shapes.forget(); })
       .def_prop_ro("num_live", [](PyController& py) { return py.c.num_live(); })
-      .def_prop_ro("num_finished", [](PyController& py) { return py.c.finished.size(); })
       .def_prop_ro("num_step_rows", [](PyController& py) { return py.shapes.num_rows(); })
       .def_prop_rw("lookup_s", [](PyController& py) { return py.c.lookup_s; },
                    [](PyController& py, double v) { py.c.lookup_s = v; })

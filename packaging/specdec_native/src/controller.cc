@@ -35,7 +35,6 @@ Controller::Live& Controller::observe(const std::string& id, int64_t num_accepte
   if (it == live_.end()) {
     auto live = std::make_unique<Live>();
     live->state = policy_.new_state();
-    live->trace.k_histogram.assign(cfg_.k_max + 1, 0);
     live->serial = next_serial_++;
     live->request = &drafter_.request(id);
     it = live_.emplace(id, std::move(live)).first;
@@ -45,9 +44,6 @@ Controller::Live& Controller::observe(const std::string& id, int64_t num_accepte
   live.verified_accepted = std::min(num_accepted, live.pending_draft);
   if (live.pending_draft) {
     policy_.observe(live.state, live.verified_drafted, live.verified_accepted);
-    live.trace.num_verified_drafts += 1;
-    live.trace.num_verified_draft_tokens += live.verified_drafted;
-    live.trace.num_verified_accepted += live.verified_accepted;
     live.acceptance.observe(live.verified_drafted, live.verified_accepted, cfg_.acceptance_decay);
     overall_.observe(live.verified_drafted, live.verified_accepted, 1.0);
   }
@@ -113,48 +109,15 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
       row_lengths[i] = lengths[i];
     }
     allocate_drafts(row_lengths, gains_, *cost, num_kv, alloc_, order_);
-    for (size_t i = 0; i < n; ++i) {
-      ks_[i] = alloc_[i];
-      lengths[i] = alloc_[i];
-    }
+    for (size_t i = 0; i < n; ++i) lengths[i] = alloc_[i];
   }
-  for (size_t i = 0; i < n; ++i) {
-    Live& live = *lives_[i];
-    live.trace.num_steps += 1;
-    live.trace.k_histogram[ks_[i]] += 1;
-    if (lengths[i] == 0) live.trace.num_fallback_steps += 1;
-    live.pending_draft = lengths[i];
-  }
+  for (size_t i = 0; i < n; ++i) lives_[i]->pending_draft = lengths[i];
 }
 
-std::optional<Trace> Controller::finish(const std::string& id) {
-  auto it = live_.find(id);
-  std::optional<Trace> trace;
-  if (it != live_.end()) {
-    trace = std::move(it->second->trace);
-    live_.erase(it);
-  }
+bool Controller::finish(const std::string& id) {
+  bool live = live_.erase(id) > 0;
   drafter_.forget(id);
-  return trace;
-}
-
-void Controller::retire(const std::string& id) {
-  std::optional<Trace> trace = finish(id);
-  if (!trace) return;
-  auto [it, fresh] = finished.try_emplace(id, std::move(*trace));
-  if (fresh) return;
-  // It left the batch before (preempted) and came back under the same id: count both parts,
-  // in the reference's order (this part's counts plus the earlier ones).
-  Trace& earlier = it->second;
-  Trace& now = *trace;
-  now.num_steps += earlier.num_steps;
-  now.num_fallback_steps += earlier.num_fallback_steps;
-  now.num_verified_drafts += earlier.num_verified_drafts;
-  now.num_verified_draft_tokens += earlier.num_verified_draft_tokens;
-  now.num_verified_accepted += earlier.num_verified_accepted;
-  for (size_t k = 0; k < now.k_histogram.size() && k < earlier.k_histogram.size(); ++k)
-    now.k_histogram[k] += earlier.k_histogram[k];
-  earlier = std::move(now);
+  return live;
 }
 
 void Controller::retire_missing(const std::vector<std::string>& present) {
@@ -167,7 +130,7 @@ void Controller::retire_missing(const std::vector<std::string>& present) {
   for (const auto& [id, live] : live_)
     if (!here.count(id)) gone.emplace_back(live->serial, id);
   std::sort(gone.begin(), gone.end());
-  for (const auto& [serial, id] : gone) retire(id);
+  for (const auto& [serial, id] : gone) finish(id);
 }
 
 std::vector<std::string> Controller::active_ids() const {

@@ -1,10 +1,9 @@
 // The per-step controller, compiled (the reference: specdec/controller.py, DraftController),
-// decision for decision: per-request K, acceptance estimates, the batch budget, traces, and
-// the drafter, for the whole batch in one call, with no Python per row.
+// decision for decision: per-request K, acceptance estimates, the batch budget and the
+// drafter, for the whole batch in one call, with no Python per row.
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,16 +21,6 @@ struct ControllerConfig {
   double prior_weight = 2.0;
   double max_token_gain = 0.99;
   double lookup_decay = 0.9;
-};
-
-// One request's drafts as RequestTrace (specdec/stats.py) counts them.
-struct Trace {
-  int64_t num_steps = 0;
-  int64_t num_fallback_steps = 0;
-  int64_t num_verified_drafts = 0;
-  int64_t num_verified_draft_tokens = 0;
-  int64_t num_verified_accepted = 0;
-  std::vector<int64_t> k_histogram;
 };
 
 // Per-token acceptance of one request's drafts (specdec/budget.py, AcceptanceEstimate).
@@ -56,23 +45,20 @@ class Controller {
   // Row i's draft goes to drafts[i * width ..], its length to lengths[i] (width >= k_max).
   void step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows, const int64_t* accepted,
             const StepCost* cost, int64_t* drafts, int64_t* lengths, int64_t width);
-  // The request left the batch: its trace (none if unknown); its tokens enter the cache.
-  std::optional<Trace> finish(const std::string& id);
-  // `finish` every live request not among `present`, oldest first, keeping each trace in
-  // `finished` (the engine noticed they left the batch).
+  // The request left the batch: its tokens enter the cache. False: it was not live.
+  bool finish(const std::string& id);
+  // `finish` every live request not among `present`, oldest first (the engine noticed they
+  // left the batch).
   void retire_missing(const std::vector<std::string>& present);
-  void retire(const std::string& id);
   std::vector<std::string> active_ids() const;  // in the order they started
   size_t num_live() const { return live_.size(); }
 
-  std::unordered_map<std::string, Trace> finished;
   double lookup_s = 0.0;  // the drafter's thread CPU seconds per row looked up (moving average)
   double fixed_lookup_s = -1.0;  // >= 0: every lookup call counts as this long (tests)
 
  private:
   struct Live {
     KState state;
-    Trace trace;
     Acceptance acceptance;
     int64_t pending_draft = 0;
     int64_t verified_drafted = 0;
