@@ -38,21 +38,22 @@ from specdec.stats import ShardStats, Totals
 FIXED = PolicyConfig(adaptive=False)
 STARTED_FROM = "cold cross-request cache; a request joins when one finishes (vLLM max_num_seqs)"
 
-# vLLM's own drafters, per request per step, within what `specdec bench-propose` measures on
-# the project's 2-core machine (docs/internals.md: vLLM's n-gram proposer 5-49 us, arctic's
-# suffix cache 19-60 us, lowest at large batches), plus 4 us per output token to update
-# arctic's tree (its insert cost there).
-NGRAM_DRAFT = DraftCost(per_row_s=10e-6, source="vLLM numba n-gram, 10 us per row per step")
-SUFFIX_DRAFT = DraftCost(per_row_s=20e-6, per_emitted_token_s=4e-6,
-                         source="arctic suffix cache, 20 us per row + 4 us per output token")
-OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the controller's calls")
-# The compiled drafter inside the controller, as the worker runs it (`specdec bench-propose`,
-# docs/internals.md: 57-81 us per step at batch 1, 11-20 us per request per step at 64-256;
-# 0.6 us per token added to the cache, here counted per output token). It prices specdec
-# where the replay has to run the Python reference: the same drafts, many times the time.
-NATIVE_DRAFT = DraftCost(per_call_s=50e-6, per_row_s=15e-6, per_emitted_token_s=0.6e-6,
-                         source="figure: compiled drafter (bench-propose), 50 us per step + 15 us per row "
-                                "+ 0.6 us per output token")
+# vLLM's own drafters, fitted to what `specdec bench-propose` measures on the project's 2-core
+# machine (docs/internals.md, contexts of 1k tokens as in the projected sets): vLLM's n-gram
+# 12 us per step at batch 1 and 2.3-2.9 us per request per step at batch 64-256; arctic's
+# suffix cache 11.6 at batch 1 and 9-11 at 64-256, plus 2.3 us per output token to update its
+# tree (its insert cost there).
+NGRAM_DRAFT = DraftCost(per_call_s=10e-6, per_row_s=2.2e-6, source="vLLM numba n-gram, 10 us per step + 2.2 us per row")
+SUFFIX_DRAFT = DraftCost(per_call_s=2e-6, per_row_s=10e-6, per_emitted_token_s=2.3e-6,
+                         source="arctic suffix cache, 2 us per step + 10 us per row + 2.3 us per output token")
+OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the worker's proposer calls")
+# specdec's proposer call as the worker makes it (`specdec bench-propose`, specdec-worker:
+# 4.4-4.8 us per step at batch 1, 0.4-0.6 us per request per step at 64-256; 0.44 us per
+# token added to the cache, here counted per output token). It prices specdec where the
+# replay has to run the Python reference: the same drafts, many times the time.
+NATIVE_DRAFT = DraftCost(per_call_s=4e-6, per_row_s=0.5e-6, per_emitted_token_s=0.44e-6,
+                         source="figure: compiled controller and drafter (bench-propose), 4 us per step + "
+                                "0.5 us per row + 0.44 us per output token")
 
 
 def draft_cost_figure(text: str) -> DraftCost:

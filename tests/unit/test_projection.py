@@ -118,10 +118,10 @@ def test_specdec_is_projected_with_the_compiled_drafter_and_priced_at_its_figure
     assert projection.specdec_drafter("native") == ("python", projection.NATIVE_DRAFT)
     controller = projection.projected_methods()["specdec"].make_controller(4, [])
     assert controller.config.drafter == "python"
-    # 50 us per step with a drafter call, 15 us per row, 0.6 us per output token
+    # 4 us per step with a drafter call, 0.5 us per row, 0.44 us per output token
     log = {"num_proposed": np.array([0.0, 1.0, 64.0]), "num_emitted": np.array([64.0, 1.0, 100.0])}
     assert projection.NATIVE_DRAFT.seconds(log).tolist() == pytest.approx(
-        [64 * 0.6e-6, 50e-6 + 15e-6 + 0.6e-6, 50e-6 + 64 * 15e-6 + 100 * 0.6e-6])
+        [64 * 0.44e-6, 4e-6 + 0.5e-6 + 0.44e-6, 4e-6 + 64 * 0.5e-6 + 100 * 0.44e-6])
 
 
 def test_parse_ks():
