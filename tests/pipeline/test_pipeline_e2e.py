@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -90,8 +89,8 @@ def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(w
     env, _, worker_proc = worker
     rows = humaneval_rows(limit=16)
     write_shard(tmp_path / "src/he-000.parquet", rows[:4])
-    write_shard(tmp_path / "src/he-001.parquet", rows[4:10])
-    # longer completions: the cancel must land while this shard generates
+    # longer completions: the kill and the cancel must land while these shards generate
+    write_shard(tmp_path / "src/he-001.parquet", [{**r, "max_tokens": 128} for r in rows[4:10]])
     write_shard(tmp_path / "src/he-002.parquet", [{**r, "max_tokens": 128} for r in rows[10:]])
     db, staging = tmp_path / "r.duckdb", tmp_path / "staging"
     kill_flow_process_in_second_shard(env, tmp_path, db, staging)
@@ -123,11 +122,20 @@ def kill_flow_process_in_second_shard(env, tmp_path, db, staging) -> None:
         try:
             wait_for(lambda: "shard he-001.parquet: 6 valid row(s)" in out_path.read_text(), 400,
                      "second shard read", proc)
-            time.sleep(1.0)  # now inside the second shard's generation
             tree = descendants(proc.pid)
-            assert any("EngineCore" in p.name() for p in tree), describe(tree)
-            proc.kill()  # the flow process alone: its engine processes must notice
-            proc.wait(30)
+            engine_cores = [p for p in tree if "EngineCore" in p.name()]
+            assert engine_cores, describe(tree)
+            # Hold the engine inside the second shard's generation (a fast machine would
+            # finish it first), kill the flow process alone, then let the engine go: its
+            # processes must notice their parent is gone.
+            for p in engine_cores:
+                p.suspend()
+            try:
+                proc.kill()
+                proc.wait(30)
+            finally:
+                for p in engine_cores:
+                    p.resume()
         finally:
             proc.kill()
     assert not wait_until_gone(tree, 30), describe(tree)
