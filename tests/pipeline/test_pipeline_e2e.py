@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,8 @@ def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(w
     (they watch their parent). 2. A deployment run resumes, is cancelled from Prefect inside
     shard 3: within 30 s none of its processes remains and it ends Cancelled. 3. The same
     deployment again: completes, every prompt exactly once."""
-    env, _, worker_proc = worker
-    rows = humaneval_rows(limit=16)
+    env, worker_log, worker_proc = worker
+    rows = humaneval_rows(limit=22)
     write_shard(tmp_path / "src/he-000.parquet", rows[:4])
     # longer completions: the kill and the cancel must land while these shards generate
     write_shard(tmp_path / "src/he-001.parquet", [{**r, "max_tokens": 128} for r in rows[4:10]])
@@ -100,14 +101,14 @@ def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(w
     first_generated = query(db, "SELECT generated_at FROM shards WHERE shard_id = 'he-000.parquet'")
 
     params = {"source": str(tmp_path / "src"), "db": str(db), "staging": str(staging)}
-    cancel_in_shard(env, worker_proc, params, "he-002.parquet")
+    cancel_in_shard(env, worker_proc, worker_log, params, "he-002.parquet", num_rows=12)
     assert Staging(str(staging)).read_manifest(run_id, "he-002.parquet") is None  # not committed
     assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL ORDER BY 1") == [
         ("he-000.parquet", 4), ("he-001.parquet", 6)]  # nothing of the cancelled shard
 
     deployment_run(env, [f"{k}={v}" for k, v in params.items()])
     # Three processes generated: the killed run, the cancelled one, the last one.
-    check_results(db, num_prompts=16, num_shards=3, engine_starts=3)
+    check_results(db, num_prompts=22, num_shards=3, engine_starts=3)
     assert query(db, "SELECT generated_at FROM shards WHERE shard_id = 'he-000.parquet'") == first_generated
     assert query(db, "SELECT count(*) FROM runs") == [(1,)]  # same source + config: same run
 
@@ -141,14 +142,25 @@ def kill_flow_process_in_second_shard(env, tmp_path, db, staging) -> None:
     assert not wait_until_gone(tree, 30), describe(tree)
 
 
-def cancel_in_shard(env, worker_proc, params: dict, shard: str) -> None:
+def cancel_in_shard(env, worker_proc, worker_log: Path, params: dict, shard: str, num_rows: int) -> None:
     """A deployment run, cancelled with `prefect flow-run cancel` while `shard` generates."""
     from prefect import get_client
     from prefect.deployments import run_deployment
 
+    log_start = worker_log.stat().st_size  # the worker's log holds its flow runs' output
     flow_run = run_deployment("speculative-generation/on-demand", timeout=0, parameters={
         **params, "max_tokens": 16, "batch_size": 4, "kv_cache_gib": 1.0})
-    wait_for(lambda: task_state(flow_run.id, f"generate {shard}") == "RUNNING", 400, f"{shard} generating")
+    # The shard's read is logged just before its generation starts: a trigger that cannot be
+    # missed, unlike the task's Running state (a few seconds long on a fast machine, and
+    # recorded by the server asynchronously).
+    read_line = f"shard {shard}: {num_rows} valid row(s)"
+    with get_client(sync_client=True) as client:
+        deadline = time.monotonic() + 400
+        while read_line not in worker_log.read_bytes()[log_start:].decode(errors="replace"):
+            state = client.read_flow_run(flow_run.id).state
+            assert state is None or not state.is_final(), f"flow run ended {state} before reading {shard}"
+            assert time.monotonic() < deadline, f"{shard} not read after 400 s"
+            time.sleep(0.2)
     tree = descendants(worker_proc.pid)  # the flow-run process, its engine and worker processes
     engine_cores = [p for p in tree if "EngineCore" in p.name()]
     assert engine_cores, describe(tree)
@@ -157,6 +169,7 @@ def cancel_in_shard(env, worker_proc, params: dict, shard: str) -> None:
     for p in engine_cores:
         p.suspend()
     try:
+        assert task_state(flow_run.id, f"generate {shard}") != "COMPLETED", f"{shard} generated before the hold"
         done = prefect(env, "flow-run", "cancel", str(flow_run.id))
     finally:
         for p in engine_cores:
