@@ -19,43 +19,54 @@ import numpy as np
 
 
 class StepCostModel(Protocol):
-    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
         """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled
-        tokens whose rows already hold `num_kv_tokens` tokens in the KV cache."""
+        tokens whose rows already hold `num_kv_tokens` tokens in the KV cache;
+        `num_draft_kv_tokens` is each row's tokens past its first (a decoding row's draft)
+        times the context that row holds."""
         ...
 
 
 class StepSample(NamedTuple):
     """One measured decode step: rows, scheduled tokens (rows + draft tokens), the context
-    those rows already held in the KV cache (their tokens before the step), seconds. A
-    named tuple: one is made every engine step, and a batch of them is one array."""
+    those rows already held in the KV cache (their tokens before the step), the drafted
+    tokens times their row's context, seconds. A named tuple: one is made every engine
+    step, and a batch of them is one array."""
 
     num_seqs: int
     num_tokens: int
     num_kv_tokens: int
+    num_draft_kv_tokens: int
     seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
 class StepCost:
-    """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens (seconds, >= 0).
+    """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
+    + per_draft_kv_token * drafted tokens x their row's context (seconds, >= 0).
 
     The KV term is attention reading the context: without it a batch of long requests is
-    under-priced, and the budget over-values the drafts' share of the step.
+    under-priced, and the budget over-values the drafts' share of the step. The draft-KV
+    term is each drafted token attending to its row's context on its own: on a CPU
+    attention's work grows with query tokens times context, so a drafted token in a
+    2k-token row costs more than one in a 100-token row; on a GPU, where a decode step
+    reads the KV cache once whatever its query tokens, it comes out near zero.
     """
 
     fixed_s: float
     per_seq_s: float
     per_token_s: float
     per_kv_token_s: float = 0.0
+    per_draft_kv_token_s: float = 0.0
 
-    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
         return (self.fixed_s + self.per_seq_s * num_seqs + self.per_token_s * num_tokens
-                + self.per_kv_token_s * num_kv_tokens)
+                + self.per_kv_token_s * num_kv_tokens + self.per_draft_kv_token_s * num_draft_kv_tokens)
 
-    def seconds_for_tokens(self, num_seqs: int, num_tokens: np.ndarray, num_kv_tokens: int) -> np.ndarray:
+    def seconds_for_tokens(self, num_seqs: int, num_tokens: np.ndarray, num_kv_tokens: int,
+                           num_draft_kv_tokens: np.ndarray | int = 0) -> np.ndarray:
         """`seconds` for many token counts at once: its formula is element by element."""
-        return self.seconds(num_seqs, num_tokens, num_kv_tokens)  # type: ignore[arg-type]
+        return self.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)  # type: ignore[arg-type]
 
 
 def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:
@@ -67,16 +78,20 @@ def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCo
     its work, so only samples far above the fit count as outliers (on a busy 2-core machine
     5 of 40 calibration steps took 5-10 times their fellows and tripled the per-row cost).
     """
-    table = np.array(samples, dtype=np.float64).reshape(-1, 4)
-    return fit_step_cost_arrays(table[:, :3], table[:, 3], min_samples)
+    table = np.array(samples, dtype=np.float64).reshape(-1, NUM_SHAPE_FIELDS + 1)
+    return fit_step_cost_arrays(table[:, :NUM_SHAPE_FIELDS], table[:, NUM_SHAPE_FIELDS], min_samples)
+
+
+NUM_SHAPE_FIELDS = len(StepSample._fields) - 1  # a sample's shape: all but its seconds
 
 
 def fit_step_cost_arrays(shapes: np.ndarray, secs: np.ndarray, min_samples: int = 8) -> StepCost | None:
-    """`fit_step_cost` of samples held as arrays: `shapes` [n, 3] (rows, tokens, KV tokens),
-    `secs` [n] (the engine's step timer keeps them so: it refits every few dozen steps)."""
+    """`fit_step_cost` of samples held as arrays: `shapes` [n, 4] (rows, tokens, KV tokens,
+    draft-KV tokens), `secs` [n] (the engine's step timer keeps them so: it refits every
+    few dozen steps)."""
     if secs.shape[0] < min_samples:
         return None
-    rows = np.empty((secs.shape[0], 4))
+    rows = np.empty((secs.shape[0], NUM_SHAPE_FIELDS + 1))
     rows[:, 0] = 1.0
     rows[:, 1:] = shapes
     drafted = rows[:, 2] > rows[:, 1]
@@ -125,7 +140,7 @@ def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_sampl
 
 def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Least squares with coefficients >= 0: refit without any column that came out negative
-    (four columns: a few passes at most)."""
+    (five columns: a few passes at most)."""
     active = list(range(a.shape[1]))
     coef = np.zeros(a.shape[1])
     while active:
@@ -142,15 +157,33 @@ def geometric_gains(alpha: float, length: int) -> np.ndarray:
     return float(np.clip(alpha, 0.0, 1.0)) ** np.arange(1, length + 1)
 
 
-def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, num_kv_tokens: int) -> list[int]:
+def row_contexts(lengths: np.ndarray) -> np.ndarray:
+    """Context each row holds in the KV cache for the next forward, from its tokens so far:
+    all but its last (that one is scheduled with the draft)."""
+    return np.maximum(np.asarray(lengths, dtype=np.int64) - 1, 0)
+
+
+def draft_token_seconds(cost: StepCostModel, num_rows: int, num_kv_tokens: int, contexts: np.ndarray) -> np.ndarray:
+    """What one drafted token adds to a step of `num_rows` rows without drafts, per row:
+    verifying it, and its attention over that row's context."""
+    base = cost.seconds(num_rows, num_rows, num_kv_tokens, 0)
+    many = getattr(cost, "seconds_for_tokens", None)
+    with_one = (many(num_rows, num_rows + 1, num_kv_tokens, contexts) if many is not None
+                else np.array([cost.seconds(num_rows, num_rows + 1, num_kv_tokens, int(c)) for c in contexts]))
+    return np.asarray(with_one, dtype=np.float64) - base
+
+
+def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, contexts: np.ndarray) -> list[int]:
     """Draft length per row maximising expected tokens per second of the step.
 
-    `num_kv_tokens` is the context the rows already hold (it does not change with the
-    drafts, but it lengthens the step, so drafts weigh less against it).
+    `contexts[i]` is the context row i holds in the KV cache (`row_contexts`): the rows'
+    sum lengthens the step whatever is drafted, so drafts weigh less against it, and each
+    drafted token attends to its row's context, so a token in a long row costs more.
     `gains[i][j]` is the probability that row i's draft position j+1 is accepted
     (non-increasing in j: a position counts only if all before it were accepted); every row
-    yields one token per step whatever it drafts. Positions are taken best first; for a
-    concave expected gain over an affine cost the best prefix of that order is the optimum.
+    yields one token per step whatever it drafts. Positions are taken best gain per second
+    first (within a row that is their order: its tokens cost alike); for expected tokens
+    over an affine step time the best prefix of that order is the optimum.
     """
     num_rows = len(gains)
     if num_rows == 0:
@@ -158,27 +191,38 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, num_kv_tok
     lengths = np.array([g.shape[0] for g in gains], dtype=np.int64)
     if lengths.sum() == 0:
         return [0] * num_rows
+    contexts = np.asarray(contexts, dtype=np.int64)
+    num_kv_tokens = int(contexts.sum())
     gain = np.concatenate([np.asarray(g, dtype=np.float64) for g in gains])
     row = np.repeat(np.arange(num_rows), lengths)
     position = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    order = np.lexsort((position, -gain))  # best first; a row's positions stay in order
+    unit = np.maximum(draft_token_seconds(cost, num_rows, num_kv_tokens, contexts), MIN_TOKEN_SECONDS)
+    order = np.lexsort((position, -(gain / unit[row])))  # best first; a row's positions stay in order
     expected = num_rows + np.concatenate([[0.0], np.cumsum(gain[order])])
     num_tokens = num_rows + np.arange(row.size + 1)
+    draft_kv = np.concatenate([[0], np.cumsum(contexts[row[order]])])
     many = getattr(cost, "seconds_for_tokens", None)  # one array operation instead of a call per position
-    seconds = (many(num_rows, num_tokens, num_kv_tokens) if many is not None
-               else np.array([cost.seconds(num_rows, int(n), num_kv_tokens) for n in num_tokens]))
+    seconds = (many(num_rows, num_tokens, num_kv_tokens, draft_kv) if many is not None
+               else np.array([cost.seconds(num_rows, int(n), num_kv_tokens, int(d)) for n, d in zip(num_tokens, draft_kv)]))
     best = int(np.argmax(expected / np.maximum(seconds, 1e-12)))  # ties: fewest drafts
     return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
 
 
-def first_draft_threshold(num_rows: int, cost: StepCostModel, num_kv_tokens: int, lookup_s: float = 0.0) -> float:
-    """The acceptance probability a draft token needs, at the least, to pay for itself in a
-    step of `num_rows` rows: its gain against the time it adds to a step without drafts
-    (verifying it, plus `lookup_s`, the drafter's time to find it). Further tokens face a
-    higher bar (each one taken raises the step's tokens per second), so a row whose best
-    token stays below this gets nothing from `allocate_drafts`."""
-    base = cost.seconds(num_rows, num_rows, num_kv_tokens)
-    extra = cost.seconds(num_rows, num_rows + 1, num_kv_tokens) - base
+MIN_TOKEN_SECONDS = 1e-30  # a drafted token said to cost nothing still orders by its gain
+
+
+def first_draft_thresholds(cost: StepCostModel, contexts: np.ndarray, lookup_s: float = 0.0) -> np.ndarray:
+    """Per row, the acceptance probability a draft token needs, at the least, to pay for
+    itself in a step of these rows (`row_contexts`): its gain against the time it adds to
+    a step without drafts (verifying it in that row, plus `lookup_s`, the drafter's time
+    to find it). Further tokens face a higher bar (each one taken raises the step's tokens
+    per second), so a row whose best token stays below this gets nothing from
+    `allocate_drafts`."""
+    contexts = np.asarray(contexts, dtype=np.int64)
+    num_rows = int(contexts.shape[0])
+    num_kv_tokens = int(contexts.sum())
+    base = cost.seconds(num_rows, num_rows, num_kv_tokens, 0)
+    extra = draft_token_seconds(cost, num_rows, num_kv_tokens, contexts)
     return num_rows * (extra + lookup_s) / max(base, 1e-12)
 
 

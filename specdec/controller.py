@@ -22,8 +22,9 @@ from specdec.budget import (
     StepCostModel,
     StepSample,
     allocate_drafts,
-    first_draft_threshold,
+    first_draft_thresholds,
     geometric_gains,
+    row_contexts,
 )
 from specdec.config import SpecConfig
 from specdec.drafting.base import BatchProposer, DraftBatch, Proposer, RowByRow, TokenRows
@@ -52,12 +53,11 @@ class _Live:
     verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
 
 
-def kv_tokens(tokens: Sequence[np.ndarray]) -> int:
-    """Context the rows hold in the KV cache: all but each row's last token (it is scheduled
-    with the draft)."""
+def contexts_of(tokens: Sequence[np.ndarray]) -> np.ndarray:
+    """Context each row holds in the KV cache for the next forward (`row_contexts`)."""
     if isinstance(tokens, TokenRows):
-        return int(np.maximum(tokens.lengths - 1, 0).sum())
-    return sum(max(int(row.shape[0]) - 1, 0) for row in tokens)
+        return row_contexts(tokens.lengths)
+    return row_contexts(np.array([row.shape[0] for row in tokens], dtype=np.int64))
 
 
 def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[Proposer, str | None]:
@@ -273,10 +273,9 @@ class DraftController(Controller):
         lives = [self._observe(req_id, accepted) for req_id, accepted in zip(req_ids, num_accepted, strict=True)]
         self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
-        num_kv_tokens = 0
+        contexts = contexts_of(tokens) if cost is not None else None
         if cost is not None:
-            num_kv_tokens = kv_tokens(tokens)
-            ks = self._skip_unaffordable(lives, ks, cost, num_kv_tokens)
+            ks = self._skip_unaffordable(lives, ks, cost, contexts)
         # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
         started = self.clock() if cost is not None else 0.0
         batch = self.drafter.propose_batch(req_ids, tokens, ks)
@@ -284,7 +283,7 @@ class DraftController(Controller):
         if cost is not None:
             self._time_lookups(self.clock() - started, sum(1 for k in ks if k > 0))
             gains = self._batch_gains(batch, lives)
-            ks = allocate_drafts(gains, cost, num_kv_tokens)
+            ks = allocate_drafts(gains, cost, contexts)
             drafts = [draft[:k] for draft, k in zip(drafts, ks)]
         for live, k, draft in zip(lives, ks, drafts, strict=True):
             assert draft.shape[0] <= k, (draft.shape[0], k)
@@ -301,21 +300,22 @@ class DraftController(Controller):
             self.LOOKUP_DECAY * self.lookup_s + (1 - self.LOOKUP_DECAY) * per_row)
 
     def _skip_unaffordable(
-        self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel, num_kv_tokens: int
+        self, lives: Sequence[_Live], ks: list[int], cost: StepCostModel, contexts: np.ndarray
     ) -> list[int]:
         """K = 0 for rows whose most confident token could not pay for itself and for its
         lookup in this step: the budget would cut their whole draft, or the lookup would cost
         more than it brings (at large batches on a fast accelerator a lookup costs about as
-        much as a row's share of the forward)."""
+        much as a row's share of the forward; on a CPU a long row's drafted token costs
+        more than a short one's)."""
         best_confidence = getattr(self.proposer, "best_confidence", None)
         if best_confidence is None:
             return ks
-        threshold = first_draft_threshold(len(lives), cost, num_kv_tokens, self.lookup_s)
+        thresholds = first_draft_thresholds(cost, contexts, self.lookup_s).tolist()
         ceiling = min(best_confidence(), self.MAX_TOKEN_GAIN)
         overall = self._overall_rate()
         return [
             k if ceiling * self._relative_acceptance(live, overall) > threshold else 0
-            for live, k in zip(lives, ks, strict=True)
+            for live, k, threshold in zip(lives, ks, thresholds, strict=True)
         ]
 
     def _relative_acceptance(self, live: _Live, overall: float) -> float:

@@ -62,7 +62,8 @@ class NativeDraftController(Controller):
         if cost is not self._cost:  # frozen: the same object means the same coefficients
             if not isinstance(cost, StepCost):
                 raise TypeError(f"the compiled controller prices steps with a StepCost, not {type(cost).__name__}")
-            self._core.set_cost(cost.fixed_s, cost.per_seq_s, cost.per_token_s, cost.per_kv_token_s)
+            self._core.set_cost(cost.fixed_s, cost.per_seq_s, cost.per_token_s, cost.per_kv_token_s,
+                                cost.per_draft_kv_token_s)
             self._cost = cost
         return True
 

@@ -43,9 +43,11 @@ LOG_FIELDS = (
     "num_rows",  # rows scheduled (decoding + prefill chunks)
     "num_tokens",  # tokens scheduled
     "num_kv_tokens",  # tokens the scheduled rows already held in the KV cache
+    "num_draft_kv_tokens",  # each row's tokens past its first times the context it held
     "num_decode_rows",
     "num_decode_tokens",  # decoding rows' own tokens + their drafts
     "num_decode_kv_tokens",
+    "num_decode_draft_kv_tokens",
     "num_running",  # requests admitted and not finished (vLLM's running requests)
     "num_emitted",  # output tokens produced by the step (accepted + one per decoding row + first tokens)
     "num_drafted",  # draft tokens verified in the step
@@ -107,9 +109,9 @@ class SimulatedStepTimer:
     def model(self) -> StepCost | None:
         return self.timer.model
 
-    def observe(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> None:
-        seconds = self.cost.seconds(num_seqs, num_tokens, num_kv_tokens)
-        self.timer.add(StepSample(num_seqs, num_tokens, num_kv_tokens, seconds))
+    def observe(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int) -> None:
+        seconds = self.cost.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)
+        self.timer.add(StepSample(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens, seconds))
 
 
 def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> list[StepSample]:
@@ -119,7 +121,8 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
     for size, forced_k, prompt_tokens in calibration_runs(max_num_seqs, k_max, max_model_len):
         for step in range(STEPS - 1):
             tokens, kv = size * (1 + forced_k), size * (prompt_tokens + step)
-            samples.append(StepSample(size, tokens, kv, cost.seconds(size, tokens, kv)))
+            draft_kv = forced_k * kv
+            samples.append(StepSample(size, tokens, kv, draft_kv, cost.seconds(size, tokens, kv, draft_kv)))
     return samples
 
 
@@ -179,8 +182,8 @@ def simulate(
             running.append(_Row.start(waiting.popleft()))
         scheduled = _schedule(running, max_batched_tokens)
         shape = _shape(scheduled)
-        if learner is not None and shape[3] == shape[0] > 0:  # clean: every scheduled row decoding
-            learner.observe(shape[0], shape[1], shape[2])
+        if learner is not None and shape[4] == shape[0] > 0:  # clean: every scheduled row decoding
+            learner.observe(*shape[:4])
         num_running = len(running)
         num_drafted = sum(int(row.draft.shape[0]) for row, _ in scheduled if row.decoding)
         emitting = [row for row, num_tokens in scheduled if _advance(row, num_tokens)]
@@ -214,13 +217,16 @@ def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, 
     return scheduled
 
 
-def _shape(scheduled: list[tuple[_Row, int]]) -> tuple[int, int, int, int, int, int]:
-    """(rows, tokens, KV tokens) of the whole step, then of its decoding rows alone."""
+def _shape(scheduled: list[tuple[_Row, int]]) -> tuple[int, ...]:
+    """(rows, tokens, KV tokens, draft-KV tokens) of the whole step, then of its decoding
+    rows alone."""
     decode = [(row, n) for row, n in scheduled if row.decoding]
-    return (
-        len(scheduled), sum(n for _, n in scheduled), sum(row.num_computed for row, _ in scheduled),
-        len(decode), sum(n for _, n in decode), sum(row.num_computed for row, _ in decode),
-    )
+    return _part_shape(scheduled) + _part_shape(decode)
+
+
+def _part_shape(part: list[tuple[_Row, int]]) -> tuple[int, int, int, int]:
+    return (len(part), sum(n for _, n in part), sum(row.num_computed for row, _ in part),
+            sum((n - 1) * row.num_computed for row, n in part))
 
 
 def _advance(row: _Row, num_tokens: int) -> bool:

@@ -1,18 +1,22 @@
 """Step-time models that price a replayed step: presets and JSON files.
 
 A step over `rows` sequences, `tokens` scheduled tokens (prefill chunks, each decoding row's
-own token and its draft) and `kv` tokens the rows already hold in the KV cache costs
+own token and its draft), `kv` tokens the rows already hold in the KV cache and `draft_kv`,
+each row's tokens past its first times that row's context, costs
 
-    t = fixed + per_seq * rows + per_token * tokens + per_kv_token * kv + overhead
+    t = fixed + per_seq * rows + per_token * tokens + per_kv_token * kv
+        + per_draft_kv_token * draft_kv + overhead
 
 - `h100-llama3-8b`: the published fit for Llama-3.1-8B on one H100 from the SpecDecode-Bench
   simulator (arXiv 2601.11580, its step-time predictor): 3.926e-8 s per KV token,
-  2.101e-5 s per token, 5.886e-3 s per forward, plus 1.207e-3 s per step.
+  2.101e-5 s per token, 5.886e-3 s per forward, plus 1.207e-3 s per step (no draft-KV
+  term: a GPU decode step reads the KV cache once whatever its query tokens).
 - `cpu-calibrated`: the fit of the step-time samples the real engine's calibration measured
   on this machine (see specdec/engines/calibration.py); its time between two proposer calls
   already holds scheduling and sampling, so there is no separate overhead.
 - a JSON file: `{"per_kv_token_s": ..., "per_token_s": ..., "fixed_s": ...,
-  "per_step_overhead_s": ...}`, optionally `per_seq_s` and `max_batched_tokens`.
+  "per_step_overhead_s": ...}`, optionally `per_seq_s`, `per_draft_kv_token_s` and
+  `max_batched_tokens`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ H100_LLAMA3_8B = "h100-llama3-8b"
 CPU_CALIBRATED = "cpu-calibrated"
 PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
 _JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
+_OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s")  # 0 when left out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,12 +51,13 @@ class CostModel:
     max_batched_tokens: int  # the scheduler's token budget per step (prefill is chunked to it)
     source: str
 
-    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
-        return self.step.seconds(num_seqs, num_tokens, num_kv_tokens) + self.per_step_overhead_s
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
+        return self.step.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens) + self.per_step_overhead_s
 
     def describe(self) -> str:
         s = self.step
-        return (f"{self.name}: {s.per_kv_token_s:.4g} s/KV token + {s.per_token_s:.4g} s/token + "
+        return (f"{self.name}: {s.per_kv_token_s:.4g} s/KV token + {s.per_draft_kv_token_s:.4g} s/draft-KV token + "
+                f"{s.per_token_s:.4g} s/token + "
                 f"{s.per_seq_s:.4g} s/row + {s.fixed_s:.4g} s + {self.per_step_overhead_s:.4g} s/step "
                 f"({self.source})")
 
@@ -82,11 +88,14 @@ def from_json(path: Path) -> CostModel:
     missing = [f for f in _JSON_FIELDS if not isinstance(data.get(f), (int, float))]
     if missing:
         raise ConfigError(f"cost model {path}: needs numbers for {', '.join(missing)}")
-    values = [data[f] for f in _JSON_FIELDS] + [data.get("per_seq_s", 0.0)]
-    if min(values) < 0:
+    optional = {f: data.get(f, 0.0) for f in _OPTIONAL_JSON_FIELDS}
+    bad = [f for f, v in optional.items() if not isinstance(v, (int, float))]
+    if bad:
+        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(bad)}")
+    if min([data[f] for f in _JSON_FIELDS] + list(optional.values())) < 0:
         raise ConfigError(f"cost model {path}: coefficients must be >= 0")
-    step = StepCost(fixed_s=data["fixed_s"], per_seq_s=data.get("per_seq_s", 0.0),
-                    per_token_s=data["per_token_s"], per_kv_token_s=data["per_kv_token_s"])
+    step = StepCost(fixed_s=data["fixed_s"], per_seq_s=optional["per_seq_s"], per_token_s=data["per_token_s"],
+                    per_kv_token_s=data["per_kv_token_s"], per_draft_kv_token_s=optional["per_draft_kv_token_s"])
     return CostModel(path.stem, step, data["per_step_overhead_s"],
                      int(data.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}")
 

@@ -1,8 +1,8 @@
 """Prices a batched replay's step log with a step-time model and a drafting cost.
 
-Each step costs its forward, t(rows, scheduled tokens, KV tokens) from the cost model, plus
-the drafter's own time for the call that follows it (vLLM drafts between forwards, with the
-accelerator idle). A step that mixes prefill chunks with decoding rows is split: its decode
+Each step costs its forward, t(rows, scheduled tokens, KV tokens, draft-KV tokens) from the
+cost model, plus the drafter's own time for the call that follows it (vLLM drafts between
+forwards, with the accelerator idle). A step that mixes prefill chunks with decoding rows is split: its decode
 part is what the step would cost over the decoding rows alone, plus the drafting; the rest
 is prefill. Decode tokens/s counts every output token but each request's first (prefill's).
 """
@@ -61,10 +61,11 @@ class Priced:
 
 
 def price(log: dict[str, np.ndarray], cost: CostModel, draft: DraftCost) -> Priced:
-    forward = cost.seconds(log["num_rows"], log["num_tokens"], log["num_kv_tokens"])
+    forward = cost.seconds(log["num_rows"], log["num_tokens"], log["num_kv_tokens"], log["num_draft_kv_tokens"])
     decoding = log["num_decode_rows"] > 0
     decode_forward = np.where(
-        decoding, cost.seconds(log["num_decode_rows"], log["num_decode_tokens"], log["num_decode_kv_tokens"]), 0.0
+        decoding, cost.seconds(log["num_decode_rows"], log["num_decode_tokens"], log["num_decode_kv_tokens"],
+                               log["num_decode_draft_kv_tokens"]), 0.0
     )
     drafting = draft.seconds(log)
     decode_row_steps = float(log["num_decode_rows"].sum())

@@ -21,7 +21,7 @@ from specdec.drafting.base import DraftBatch, TokenRows
 from specdec.drafting.cache_file import CacheContents, read_contents, write_contents
 from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft, cache_sizes
 
-ABI_VERSION = 2  # the specdec_native.ABI_VERSION this code was written against
+ABI_VERSION = 3  # the specdec_native.ABI_VERSION this code was written against
 INSTALL_HINT = (
     "build it with `make setup` (scripts/install.sh installs packaging/specdec_native), "
     "or pass --drafter python to run the slower Python reference"

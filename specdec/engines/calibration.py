@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 PROMPT_TOKENS = 32
 LONG_PROMPT_TOKENS = 1024  # a few seconds of prefill on a 2-core CPU
 STEPS = 6
-# Part of the cache key: samples of an older layout (no KV tokens) are measured again.
-SAMPLE_VERSION = 2
+# Part of the cache key: samples of an older layout (no KV or draft-KV tokens) are measured again.
+SAMPLE_VERSION = 3
 
 
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specdec.budget import StepCost, StepSample, fit_step_cost_arrays
+from specdec.budget import NUM_SHAPE_FIELDS, StepCost, StepSample, fit_step_cost_arrays
 
 
 REFIT_EVERY = 64  # new samples before a refit
@@ -45,9 +45,11 @@ class StepShapes:
             return None
         if any(r not in last_drafts for r in req_ids):
             return None
+        contexts = self._last_contexts
         tokens = sum(1 + last_drafts[r] for r in req_ids)
-        kv_tokens = sum(self._last_contexts[r] for r in req_ids)
-        return StepSample(len(req_ids), tokens, kv_tokens, now - last_end)
+        kv_tokens = sum(contexts[r] for r in req_ids)
+        draft_kv_tokens = sum(last_drafts[r] * contexts[r] for r in req_ids)
+        return StepSample(len(req_ids), tokens, kv_tokens, draft_kv_tokens, now - last_end)
 
     def finished(self, drafts: dict[str, int], contexts: dict[str, int]) -> None:
         """End of a propose call: `drafts` maps each decoding row to its draft length,
@@ -80,8 +82,8 @@ class StepTimer:
         self.calibrating = False
         self._new: list[StepSample] = []
         self._new_rows = 0
-        self._calibration = np.zeros((0, 4))
-        self._recent = np.zeros((0, 4))  # rows, tokens, KV tokens, seconds; oldest first
+        self._calibration = np.zeros((0, NUM_SHAPE_FIELDS + 1))
+        self._recent = np.zeros((0, NUM_SHAPE_FIELDS + 1))  # StepSample's fields; oldest first
 
     def __len__(self) -> int:
         """Samples held besides the calibration's (at most max_samples)."""
@@ -106,8 +108,8 @@ class StepTimer:
             self._new = []
             self._new_rows = 0
         if len(self.calibration) != self._calibration.shape[0]:
-            self._calibration = np.array(self.calibration, dtype=np.float64).reshape(-1, 4)
+            self._calibration = np.array(self.calibration, dtype=np.float64).reshape(-1, NUM_SHAPE_FIELDS + 1)
         table = np.concatenate([self._calibration, self._recent])
-        fitted = fit_step_cost_arrays(table[:, :3], table[:, 3])
+        fitted = fit_step_cost_arrays(table[:, :NUM_SHAPE_FIELDS], table[:, NUM_SHAPE_FIELDS])
         if fitted is not None:
             self.model = fitted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -11,13 +12,13 @@ from specdec.budget import (
     AcceptanceEstimate,
     StepCost,
     StepSample,
-    first_draft_threshold,
+    first_draft_thresholds,
     fit_step_cost,
     geometric_gains,
 )
 from specdec.budget import allocate_drafts as allocate_gains
 from specdec.config import SpecConfig
-from specdec.controller import DraftController, kv_tokens
+from specdec.controller import DraftController, contexts_of
 from specdec.drafting.base import TokenRows
 from specdec.drafting.confidence import NUM_BUCKETS
 from specdec.drafting.hybrid import HybridProposer
@@ -28,13 +29,16 @@ FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=0.0)
 COMPUTE_BOUND = StepCost(fixed_s=0.0, per_seq_s=0.0, per_token_s=0.01)
 
 
-def allocate_drafts(alpha: list[float], caps: list[int], cost: StepCost) -> list[int]:
-    return allocate_gains([geometric_gains(a, c) for a, c in zip(alpha, caps)], cost, 0)
+def allocate_drafts(alpha: list[float], caps: list[int], cost: StepCost, contexts: list[int] | None = None) -> list[int]:
+    contexts = contexts if contexts is not None else [0] * len(caps)
+    return allocate_gains([geometric_gains(a, c) for a, c in zip(alpha, caps)], cost, np.array(contexts))
 
 
-def expected_rate(alloc: list[int], alpha: list[float], cost: StepCost) -> float:
+def expected_rate(alloc: list[int], alpha: list[float], cost: StepCost, contexts: list[int] | None = None) -> float:
+    contexts = contexts if contexts is not None else [0] * len(alloc)
     gain = len(alloc) + sum(sum(a**j for j in range(1, n + 1)) for n, a in zip(alloc, alpha))
-    return gain / cost.seconds(len(alloc), len(alloc) + sum(alloc), 0)
+    draft_kv = sum(n * c for n, c in zip(alloc, contexts))
+    return gain / cost.seconds(len(alloc), len(alloc) + sum(alloc), sum(contexts), draft_kv)
 
 
 def test_free_verification_drafts_every_cap():
@@ -55,58 +59,78 @@ def test_better_rows_get_drafts_first():
     assert 0 < sum(alloc) < 15
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(40))
 def test_allocation_is_optimal_and_never_worse_than_no_drafts(seed: int):
+    # Half the cases price drafted tokens by their row's context too: rows then differ in
+    # what a token costs, and the best allocation is no longer "highest gains first".
     rng = np.random.default_rng(seed)
     alpha = rng.uniform(0.0, 1.0, 3).round(2).tolist()
     caps = rng.integers(0, 4, 3).tolist()
-    cost = StepCost(*rng.uniform(0.0, 0.1, 3).round(3))
-    alloc = allocate_drafts(alpha, caps, cost)
+    contexts = rng.integers(0, 3000, 3).tolist()
+    draft_kv_s = float(rng.uniform(0.0, 2e-5)) if seed % 2 else 0.0
+    cost = StepCost(*rng.uniform(0.0, 0.1, 3).round(3), per_kv_token_s=1e-6, per_draft_kv_token_s=draft_kv_s)
+    alloc = allocate_drafts(alpha, caps, cost, contexts)
     assert all(0 <= a <= c for a, c in zip(alloc, caps))
     best = max(
-        expected_rate(list(a), alpha, cost) for a in itertools.product(*(range(c + 1) for c in caps))
+        expected_rate(list(a), alpha, cost, contexts) for a in itertools.product(*(range(c + 1) for c in caps))
     )
-    got = expected_rate(alloc, alpha, cost)
+    got = expected_rate(alloc, alpha, cost, contexts)
     assert got == pytest.approx(best, rel=1e-9)
-    assert got >= expected_rate([0, 0, 0], alpha, cost) - 1e-12
+    assert got >= expected_rate([0, 0, 0], alpha, cost, contexts) - 1e-12
+
+
+def test_a_drafted_token_in_a_long_row_costs_more_so_short_rows_draft_first():
+    # Attention per drafted token over its row's context (a CPU): equally good drafts, one
+    # row 64 tokens long, one 4k: only the short row's draft pays.
+    cost = StepCost(fixed_s=0.02, per_seq_s=0.0, per_token_s=2e-4, per_kv_token_s=1e-6, per_draft_kv_token_s=2e-6)
+    assert allocate_drafts([0.6, 0.6], [4, 4], cost, [64, 4096]) == [4, 0]
+    thresholds = first_draft_thresholds(cost, np.array([64, 4096]))
+    assert thresholds[0] < 0.6 < thresholds[1]
+    # Without the term both rows are alike.
+    flat = dataclasses.replace(cost, per_draft_kv_token_s=0.0)
+    assert allocate_drafts([0.6, 0.6], [4, 4], flat, [64, 4096]) == [4, 4]
 
 
 def test_fit_recovers_a_linear_step_cost():
-    true = StepCost(fixed_s=0.05, per_seq_s=0.002, per_token_s=0.008, per_kv_token_s=2e-6)
+    true = StepCost(fixed_s=0.05, per_seq_s=0.002, per_token_s=0.001, per_kv_token_s=2e-6, per_draft_kv_token_s=4e-7)
     rng = np.random.default_rng(1)
     samples = []
     for seqs, k, context in itertools.product((1, 4, 16, 64), (0, 3, 7), (32, 1024)):
         tokens, kv = seqs * (1 + k), seqs * context
-        samples.append(StepSample(seqs, tokens, kv, true.seconds(seqs, tokens, kv) * rng.uniform(0.98, 1.02)))
+        secs = true.seconds(seqs, tokens, kv, k * kv) * rng.uniform(0.98, 1.02)
+        samples.append(StepSample(seqs, tokens, kv, k * kv, secs))
     fitted = fit_step_cost(samples)
     assert fitted is not None
     assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
     assert fitted.fixed_s == pytest.approx(true.fixed_s, rel=0.2)
     assert fitted.per_kv_token_s == pytest.approx(true.per_kv_token_s, rel=0.2)
+    assert fitted.per_draft_kv_token_s == pytest.approx(true.per_draft_kv_token_s, rel=0.2)
 
 
 def test_fit_keeps_a_small_kv_term_next_to_large_ones():
     # The published H100 fit: the KV coefficient is 1e5 times smaller than the fixed cost.
     true = StepCost(fixed_s=7.093e-3, per_seq_s=0.0, per_token_s=2.101e-5, per_kv_token_s=3.926e-8)
     samples = [
-        StepSample(seqs, seqs * (1 + k), seqs * context, true.seconds(seqs, seqs * (1 + k), seqs * context))
+        StepSample(seqs, seqs * (1 + k), seqs * context, k * seqs * context,
+                   true.seconds(seqs, seqs * (1 + k), seqs * context))
         for seqs, k, context in itertools.product((1, 16, 64, 256), (0, 4), (64, 2048))
     ]
     fitted = fit_step_cost(samples)
     assert fitted is not None
     for name in ("fixed_s", "per_token_s", "per_kv_token_s"):
         assert getattr(fitted, name) == pytest.approx(getattr(true, name), rel=1e-6)
+    assert fitted.per_draft_kv_token_s == pytest.approx(0.0, abs=1e-15)  # a GPU's: none
 
 
 def test_fit_refuses_samples_without_drafts_and_keeps_coefficients_nonnegative():
-    undrafted = [StepSample(b, b, 32 * b, 0.05 + 0.01 * b) for b in range(1, 20)]
+    undrafted = [StepSample(b, b, 32 * b, 0, 0.05 + 0.01 * b) for b in range(1, 20)]
     assert fit_step_cost(undrafted) is None
-    assert fit_step_cost(undrafted[:3] + [StepSample(1, 8, 32, 0.1)]) is None  # too few
+    assert fit_step_cost(undrafted[:3] + [StepSample(1, 8, 32, 7 * 32, 0.1)]) is None  # too few
     # Step time falling with tokens or context is noise: the fit must not reward either.
-    odd = [StepSample(4, 4 + d, 400 + 10 * d, 0.3 - 0.001 * d) for d in range(12)]
+    odd = [StepSample(4, 4 + d, 400 + 10 * d, d * 100, 0.3 - 0.001 * d) for d in range(12)]
     fitted = fit_step_cost(odd)
     assert fitted is not None
-    assert min(fitted.fixed_s, fitted.per_seq_s, fitted.per_token_s, fitted.per_kv_token_s) >= 0.0
+    assert min(dataclasses.astuple(fitted)) >= 0.0
 
 
 def test_acceptance_estimate_learns_and_forgets():
@@ -149,7 +173,8 @@ def test_step_shapes_count_only_clean_decode_steps(monkeypatch: pytest.MonkeyPat
     shapes.finished({"a": 0, "b": 0}, {"a": 106, "b": 23})  # t=2.3
     got.append(shapes.started(["a", "c"], all_decoding=True))  # t=3.0: c is new since the last step
     shapes.finished({}, {})
-    assert got == [None, StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, seconds=0.5), None, None]
+    assert got == [None, StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, num_draft_kv_tokens=3 * 100,
+                                    seconds=0.5), None, None]
 
 
 def test_confidence_is_learned_per_evidence_bucket():
@@ -194,10 +219,11 @@ def test_budget_sizes_drafts_by_learned_confidence(drafter: str):
 
 @pytest.mark.parametrize("num_rows", [1, 4, 16, 64])
 def test_first_draft_threshold_is_where_the_budget_starts_drafting(num_rows: int):
-    cost = StepCost(fixed_s=0.05, per_seq_s=0.004, per_token_s=0.003)
-    threshold = first_draft_threshold(num_rows, cost, 0)
+    cost = StepCost(fixed_s=0.05, per_seq_s=0.004, per_token_s=0.003, per_kv_token_s=1e-6, per_draft_kv_token_s=1e-6)
+    contexts = np.full(num_rows, 300)
+    threshold = first_draft_thresholds(cost, contexts)[0]
     for gain, expect_any in ((threshold * 0.98, False), (min(threshold * 1.02, 1.0), threshold < 0.98)):
-        alloc = allocate_gains([np.array([gain])] * num_rows, cost, 0)
+        alloc = allocate_gains([np.array([gain])] * num_rows, cost, contexts)
         assert (sum(alloc) > 0) == expect_any, (gain, alloc)
 
 
@@ -231,8 +257,8 @@ def test_budget_prices_context_long_contexts_afford_drafts_short_ones_do_not():
     # its draft tokens add, a step over short ones does not.
     cost = StepCost(fixed_s=0.001, per_seq_s=0.0, per_token_s=0.001, per_kv_token_s=1e-5)
     sure = np.full(4, 0.6)
-    assert allocate_gains([sure] * 8, cost, 8 * 16) == [0] * 8
-    assert allocate_gains([sure] * 8, cost, 8 * 4096) == [4] * 8
+    assert allocate_gains([sure] * 8, cost, np.full(8, 16)) == [0] * 8
+    assert allocate_gains([sure] * 8, cost, np.full(8, 4096)) == [4] * 8
 
     def drafted(context: int, cfg: SpecConfig, buffer: bool = False) -> int:
         ctl = DraftController(cfg)
@@ -248,11 +274,11 @@ def test_budget_prices_context_long_contexts_afford_drafts_short_ones_do_not():
             assert drafted(16, cfg, buffer) == 0 and drafted(4096, cfg, buffer) > 0, (cfg.drafter, cfg.cache, buffer)
 
 
-def test_kv_tokens_are_each_rows_tokens_but_the_last():
+def test_contexts_are_each_rows_tokens_but_the_last():
     rows = [np.arange(5), np.arange(1), np.arange(12)]
     buffer = TokenRows(np.zeros((4, 16), dtype=np.int32), np.array([5, 1, 12]), np.array([3, 0, 1]))
-    assert kv_tokens(rows) == kv_tokens(buffer) == 4 + 0 + 11
-    assert kv_tokens([]) == 0
+    assert contexts_of(rows).tolist() == contexts_of(buffer).tolist() == [4, 0, 11]
+    assert contexts_of([]).tolist() == []
 
 
 @pytest.mark.parametrize("drafter", ["python", "native"])
@@ -272,7 +298,8 @@ def test_lookups_that_cost_more_than_a_rows_share_of_the_step_are_skipped():
     ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
     ctl.lookup_s = 0.002
     assert all(d.size == 0 for d in ctl.step_batch(rows, cost)) and proposer.asked == [0] * 8
-    assert first_draft_threshold(8, cost, 0, 0.002) > 1.0 > 0.01 > first_draft_threshold(8, cost, 0)
+    contexts = np.zeros(8, dtype=np.int64)
+    assert first_draft_thresholds(cost, contexts, 0.002)[0] > 1.0 > 0.01 > first_draft_thresholds(cost, contexts)[0]
     cheap = _CountingProposer()
     ctl = DraftController(SpecConfig(method="specdec", k_max=4), cheap)
     ctl.lookup_s = 1e-7
@@ -300,13 +327,15 @@ def test_fit_drops_steps_slowed_by_something_else():
     true = StepCost(fixed_s=0.055, per_seq_s=0.002, per_token_s=0.003, per_kv_token_s=0.0)
     rng = np.random.default_rng(2)
     samples = [
-        StepSample(seqs, seqs * (1 + k), seqs * 40, true.seconds(seqs, seqs * (1 + k), seqs * 40) * rng.uniform(0.95, 1.05))
-        for seqs, k, _ in itertools.product((1, 4, 16), (0, 4), range(5))
+        StepSample(seqs, seqs * (1 + k), seqs * context, k * seqs * context,
+                   true.seconds(seqs, seqs * (1 + k), seqs * context) * rng.uniform(0.95, 1.05))
+        # Two contexts: with one, drafted tokens x context would be drafted tokens x 40.
+        for seqs, k, context in itertools.product((1, 4, 16), (0, 4), (40, 400, 40, 400, 40))
     ]
     # Five steps, batch 16 among them, held up 4-10x (another process had the cores).
     for i, slow in zip((0, 7, 22, 26, 28), (8.0, 4.0, 5.0, 10.0, 6.0)):
         s = samples[i]
-        samples[i] = StepSample(s.num_seqs, s.num_tokens, s.num_kv_tokens, s.seconds * slow)
+        samples[i] = s._replace(seconds=s.seconds * slow)
     fitted = fit_step_cost(samples)
     assert fitted is not None
     assert fitted.seconds(16, 16, 640) == pytest.approx(true.seconds(16, 16, 640), rel=0.05)
@@ -319,20 +348,23 @@ class PlainCost:
     def __init__(self, cost: StepCost) -> None:
         self.cost = cost
 
-    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
-        return self.cost.seconds(num_seqs, num_tokens, num_kv_tokens)
+    def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
+        return self.cost.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)
 
 
 def test_array_pricing_is_the_same_arithmetic_as_one_call_per_position():
     rng = np.random.default_rng(3)
-    cost = StepCost(fixed_s=5.886e-3, per_seq_s=1e-5, per_token_s=2.101e-5, per_kv_token_s=3.926e-8)
+    cost = StepCost(fixed_s=5.886e-3, per_seq_s=1e-5, per_token_s=2.101e-5, per_kv_token_s=3.926e-8,
+                    per_draft_kv_token_s=1.3e-9)
     tokens = np.arange(7, 7 + 300)
-    assert cost.seconds_for_tokens(7, tokens, 12_345).tolist() == [cost.seconds(7, int(n), 12_345) for n in tokens]
+    draft_kv = tokens * 977
+    assert cost.seconds_for_tokens(7, tokens, 12_345, draft_kv).tolist() == [
+        cost.seconds(7, int(n), 12_345, int(d)) for n, d in zip(tokens, draft_kv)]
     for _ in range(50):
         rows = int(rng.integers(1, 40))
         gains = [np.cumprod(rng.uniform(0.0, 1.0, size=int(rng.integers(0, 9)))) for _ in range(rows)]
-        kv = int(rng.integers(0, 100_000))
-        assert allocate_gains(gains, cost, kv) == allocate_gains(gains, PlainCost(cost), kv)
+        contexts = rng.integers(0, 5000, rows)
+        assert allocate_gains(gains, cost, contexts) == allocate_gains(gains, PlainCost(cost), contexts)
 
 
 def test_batch_gains_are_each_rows_confidence_scaled_and_chained():

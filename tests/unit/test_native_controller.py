@@ -37,10 +37,11 @@ def _pair(k_max: int, policy: PolicyConfig, budget_tokens: int) -> tuple[DraftCo
 
 
 def _costs(rng: np.random.Generator) -> list[StepCost | None]:
-    """No budget, a CPU-like cost (drafts cost a lot), a GPU-like one (nearly free at small
-    batches) and random ones."""
-    return [None, StepCost(0.055, 0.002, 0.003, 1e-6), StepCost(5.886e-3, 0.0, 2.101e-5, 3.926e-8),
-            StepCost(*rng.uniform(0.0, 0.01, size=4))]
+    """No budget, CPU-like costs (drafts cost a lot; a drafted token's attention over its
+    row's context too), a GPU-like one (nearly free at small batches) and random ones."""
+    return [None, StepCost(0.055, 0.002, 0.003, 1e-6), StepCost(0.02, 0.0, 2e-4, 1e-6, 2e-5),
+            StepCost(5.886e-3, 0.0, 2.101e-5, 3.926e-8),
+            StepCost(*rng.uniform(0.0, 0.01, size=4), per_draft_kv_token_s=float(rng.uniform(0.0, 1e-4)))]
 
 
 policies = st.builds(

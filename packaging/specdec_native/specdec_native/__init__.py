@@ -3,6 +3,6 @@
 from specdec_native._core import Controller, Drafter, SuffixCache
 
 # Bumped whenever the core's behaviour changes: specdec checks it matches what it expects.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 __all__ = ["ABI_VERSION", "Controller", "Drafter", "SuffixCache"]

@@ -156,7 +156,8 @@ nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::l
     py.shapes.finished(py.decoding_ids, py.lengths, py.contexts, monotonic_seconds());
   }
   if (!clean) return nb::make_tuple(result, nb::none());
-  return nb::make_tuple(result, nb::make_tuple(shape.num_seqs, shape.num_tokens, shape.num_kv_tokens, shape.seconds));
+  return nb::make_tuple(result, nb::make_tuple(shape.num_seqs, shape.num_tokens, shape.num_kv_tokens,
+                                                    shape.num_draft_kv_tokens, shape.seconds));
 }
 
 }  // namespace
@@ -176,8 +177,9 @@ void specdec::bind_controller(nb::module_& m) {
            "lower_below"_a, "max_consecutive_rejects"_a, "reprobe_after"_a, "acceptance_decay"_a, "prior_weight"_a,
            "max_token_gain"_a, "lookup_decay"_a)
       .def("set_cost",
-           [](PyController& py, double fixed_s, double per_seq_s, double per_token_s, double per_kv_token_s) {
-             py.cost = StepCost{fixed_s, per_seq_s, per_token_s, per_kv_token_s};
+           [](PyController& py, double fixed_s, double per_seq_s, double per_token_s, double per_kv_token_s,
+              double per_draft_kv_token_s) {
+             py.cost = StepCost{fixed_s, per_seq_s, per_token_s, per_kv_token_s, per_draft_kv_token_s};
              py.has_cost = true;
            })
       .def("bind_engine", [](PyController& py, AnyVec num_tokens) { py.num_tokens = num_tokens; }, "num_tokens"_a)

@@ -6,26 +6,32 @@
 
 namespace specdec {
 
-// t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens (seconds).
+// t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
+//     + per_draft_kv_token * drafted tokens x their row's context (seconds).
 struct StepCost {
   double fixed_s = 0.0;
   double per_seq_s = 0.0;
   double per_token_s = 0.0;
   double per_kv_token_s = 0.0;
+  double per_draft_kv_token_s = 0.0;
 
-  double seconds(int64_t num_seqs, int64_t num_tokens, int64_t num_kv_tokens) const {
+  double seconds(int64_t num_seqs, int64_t num_tokens, int64_t num_kv_tokens, int64_t num_draft_kv_tokens) const {
     return fixed_s + per_seq_s * static_cast<double>(num_seqs) + per_token_s * static_cast<double>(num_tokens) +
-           per_kv_token_s * static_cast<double>(num_kv_tokens);
+           per_kv_token_s * static_cast<double>(num_kv_tokens) +
+           per_draft_kv_token_s * static_cast<double>(num_draft_kv_tokens);
   }
 };
 
-// The acceptance probability a row's first draft token needs to pay for itself and for
-// `lookup_s`, its lookup.
-double first_draft_threshold(int64_t num_rows, const StepCost& cost, int64_t num_kv_tokens, double lookup_s);
+// Per row, the acceptance probability its first draft token needs to pay for itself and
+// for `lookup_s`, its lookup; `contexts[i]` is the context row i holds in the KV cache.
+void first_draft_thresholds(const StepCost& cost, const std::vector<int64_t>& contexts, double lookup_s,
+                            std::vector<double>& out);
 
 // Draft length per row maximising the step's expected tokens per second. Row i's gains are
-// gains[offsets[i] .. offsets[i] + lengths[i]) (non-increasing); `order` is scratch space.
-void allocate_drafts(const std::vector<int64_t>& lengths, const std::vector<double>& gains, const StepCost& cost,
-                     int64_t num_kv_tokens, std::vector<int64_t>& out, std::vector<uint32_t>& order);
+// gains[offsets[i] .. offsets[i] + lengths[i]) (non-increasing), its context contexts[i];
+// `order` is scratch space.
+void allocate_drafts(const std::vector<int64_t>& lengths, const std::vector<double>& gains,
+                     const std::vector<int64_t>& contexts, const StepCost& cost, std::vector<int64_t>& out,
+                     std::vector<uint32_t>& order);
 
 }  // namespace specdec

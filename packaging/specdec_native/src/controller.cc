@@ -72,15 +72,15 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
       drafter_.feedback(*lives_[i]->request, lives_[i]->verified_drafted, lives_[i]->verified_accepted);
   ks_.resize(n);
   for (size_t i = 0; i < n; ++i) ks_[i] = policy_.next_k(lives_[i]->state);
-  int64_t num_kv = 0;
   const double overall = overall_rate();
   if (cost) {
-    for (const RowTokens& r : rows) num_kv += std::max<int64_t>(static_cast<int64_t>(r.n) - 1, 0);
+    contexts_.resize(n);
+    for (size_t i = 0; i < n; ++i) contexts_[i] = std::max<int64_t>(static_cast<int64_t>(rows[i].n) - 1, 0);
     // Rows whose most confident token could not pay for itself and its lookup draft nothing.
-    double threshold = first_draft_threshold(static_cast<int64_t>(n), *cost, num_kv, lookup_s);
+    first_draft_thresholds(*cost, contexts_, lookup_s, thresholds_);
     double ceiling = std::min(drafter_.best_confidence(), cfg_.max_token_gain);
     for (size_t i = 0; i < n; ++i)
-      if (!(ceiling * relative_acceptance(*lives_[i], overall) > threshold)) ks_[i] = 0;
+      if (!(ceiling * relative_acceptance(*lives_[i], overall) > thresholds_[i])) ks_[i] = 0;
   }
   conf_.resize(n * static_cast<size_t>(width));
   double started = fixed_lookup_s >= 0 ? 0.0 : thread_seconds();
@@ -108,7 +108,7 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
       }
       row_lengths[i] = lengths[i];
     }
-    allocate_drafts(row_lengths, gains_, *cost, num_kv, alloc_, order_);
+    allocate_drafts(row_lengths, gains_, contexts_, *cost, alloc_, order_);
     for (size_t i = 0; i < n; ++i) lengths[i] = alloc_[i];
   }
   for (size_t i = 0; i < n; ++i) lives_[i]->pending_draft = lengths[i];

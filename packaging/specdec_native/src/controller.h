@@ -82,8 +82,8 @@ class Controller {
   uint64_t next_serial_ = 0;
   // per-step scratch, kept to avoid allocations
   std::vector<Live*> lives_;
-  std::vector<int64_t> ks_, alloc_;
-  std::vector<double> conf_, gains_;
+  std::vector<int64_t> ks_, alloc_, contexts_;
+  std::vector<double> conf_, gains_, thresholds_;
   std::vector<uint32_t> order_;
 };
 

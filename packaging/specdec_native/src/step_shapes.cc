@@ -10,11 +10,12 @@ bool StepShapes::started(const std::vector<std::string>& present, bool all_decod
   bool had_end = has_end_;
   has_end_ = false;
   if (!had_end || !all_decoding || present.empty()) return false;
-  int64_t tokens = 0, kv = 0;
+  int64_t tokens = 0, kv = 0, draft_kv = 0;
   if (present == ids_) {  // the usual step: the same rows in the same order
     for (size_t i = 0; i < ids_.size(); ++i) {
       tokens += 1 + drafts_[i];
       kv += contexts_[i];
+      draft_kv += drafts_[i] * contexts_[i];
     }
   } else {
     std::unordered_map<std::string_view, size_t> index;
@@ -25,9 +26,10 @@ bool StepShapes::started(const std::vector<std::string>& present, bool all_decod
       if (it == index.end()) return false;  // new since the previous call
       tokens += 1 + drafts_[it->second];
       kv += contexts_[it->second];
+      draft_kv += drafts_[it->second] * contexts_[it->second];
     }
   }
-  out = StepShape{static_cast<int64_t>(present.size()), tokens, kv, now - last_end_};
+  out = StepShape{static_cast<int64_t>(present.size()), tokens, kv, draft_kv, now - last_end_};
   return true;
 }
 
