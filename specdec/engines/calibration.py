@@ -3,10 +3,11 @@
 A few short generations at batch sizes 1, 4 and 16, each once without drafts and once with
 forced drafts of k_max tokens, plus one at `max_num_seqs` without drafts (forced drafts
 there would cost most of the calibration time), give step times over a spread of rows and
-tokens; one sequence with a long prompt, with and without drafts, sets the context apart
-from the rows (with short prompts only, KV tokens grow in step with the rows and their costs
-cannot be told apart);
-the worker fits `StepCost` to them and keeps refining it from the running engine. Samples
+tokens; one sequence with a long prompt and four with half as long ones, each with and
+without drafts, set the context apart from the rows (with short prompts only, KV tokens
+grow in step with the rows and their costs cannot be told apart) and a drafted token's
+attention over its row's context apart from its own cost (one row's steps alone are too
+noisy for that: a few milliseconds either way on a 2-core CPU); the worker fits `StepCost` to them and keeps refining it from the running engine. Samples
 are cached per machine and engine configuration under the project home, so only the first
 engine of that kind pays for it (tens of seconds on a 2-core CPU).
 """
@@ -30,9 +31,10 @@ log = logging.getLogger(__name__)
 
 PROMPT_TOKENS = 32
 LONG_PROMPT_TOKENS = 1024  # a few seconds of prefill on a 2-core CPU
+LONG_BATCH = 4  # rows of the second long-context pair, LONG_PROMPT_TOKENS / 2 each
 STEPS = 6
-# Part of the cache key: samples of an older layout (no KV or draft-KV tokens) are measured again.
-SAMPLE_VERSION = 3
+# Part of the cache key: samples of an older layout or set of runs are measured again.
+SAMPLE_VERSION = 4
 
 
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
@@ -53,6 +55,8 @@ def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[
     long_prompt = min(LONG_PROMPT_TOKENS, max_model_len - STEPS * (k_max + 1) - 1)
     if long_prompt > 4 * PROMPT_TOKENS:
         runs += [(1, 0, long_prompt), (1, k_max, long_prompt)]
+        if max_num_seqs >= LONG_BATCH:
+            runs += [(LONG_BATCH, 0, long_prompt // 2), (LONG_BATCH, k_max, long_prompt // 2)]
     return runs
 
 

@@ -190,11 +190,14 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
 
     runs = calibration_runs(max_num_seqs=64, k_max=4, max_model_len=4096)
     assert (1, 0, LONG_PROMPT_TOKENS) in runs and (1, 4, LONG_PROMPT_TOKENS) in runs and (64, 0, PROMPT_TOKENS) in runs
+    assert (4, 0, LONG_PROMPT_TOKENS // 2) in runs and (4, 4, LONG_PROMPT_TOKENS // 2) in runs
     assert all(p < 200 for _, _, p in calibration_runs(16, 4, max_model_len=200))  # no room: short prompts only
-    # With those samples a fit tells the KV term from the per-row one.
+    # With those samples a fit tells the KV term from the per-row one, and a drafted token's
+    # attention over its context from its own cost.
     from specdec.budget import fit_step_cost
 
-    true = StepCost(0.02, 0.003, 0.002, 4e-6)
+    true = StepCost(0.02, 0.003, 0.002, 4e-6, 1.5e-6)
     fitted = fit_step_cost(simulated_calibration(true, 4, 64, 4096))
     assert fitted is not None
-    assert [fitted.per_seq_s, fitted.per_kv_token_s] == pytest.approx([0.003, 4e-6], rel=1e-6)
+    assert [fitted.per_seq_s, fitted.per_token_s, fitted.per_kv_token_s, fitted.per_draft_kv_token_s] == pytest.approx(
+        [0.003, 0.002, 4e-6, 1.5e-6], rel=1e-6)
