@@ -100,5 +100,6 @@ def test_per_request_stats_reconcile_with_vllm_counters(speculative):
 def test_budget_engine_is_calibrated(speculative):
     _, _, cost = speculative
     assert cost is not None, "the specdec engine started without a step-cost model"
-    # Verifying draft tokens takes time on any hardware: a fit saying otherwise is broken.
-    assert cost["per_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0
+    # Verifying draft tokens takes time on any hardware (on its own, or as attention over
+    # its row's context): a fit saying otherwise is broken.
+    assert cost["per_token_s"] + 100 * cost["per_draft_kv_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0
