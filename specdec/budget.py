@@ -40,6 +40,27 @@ class StepSample(NamedTuple):
     seconds: float
 
 
+class PrefillSample(NamedTuple):
+    """One timed prefill: prompts, their tokens, seconds (the generation's wall time less its
+    decode steps, so it holds the engine's per-call overhead too)."""
+
+    num_seqs: int
+    num_tokens: int
+    seconds: float
+
+
+def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
+    """Seconds per prompt token of prefill: the slope of a least-squares line through the
+    samples (its intercept takes the per-call overhead); None with fewer than two distinct
+    token counts."""
+    tokens = np.array([s.num_tokens for s in samples], dtype=np.float64)
+    if np.unique(tokens).shape[0] < 2:
+        return None
+    secs = np.array([s.seconds for s in samples], dtype=np.float64)
+    a = np.stack([np.ones_like(tokens), tokens / tokens.max()], axis=1)
+    return float(_nonnegative_lstsq(a, secs)[1] / tokens.max())
+
+
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens

@@ -13,10 +13,14 @@ each row's tokens past its first times that row's context, costs
   term: a GPU decode step reads the KV cache once whatever its query tokens).
 - `cpu-calibrated`: the fit of the step-time samples the real engine's calibration measured
   on this machine (see specdec/engines/calibration.py); its time between two proposer calls
-  already holds scheduling and sampling, so there is no separate overhead.
+  already holds scheduling and sampling, so there is no separate overhead. Prefill is
+  priced at the rate the calibration's timed prefills give (`per_prefill_token_s`): a CPU
+  runs a prompt's hundreds of tokens in one forward at a far better rate per token than
+  the few tokens of a decode step, which the decode fit's per-token term is made of.
 - a JSON file: `{"per_kv_token_s": ..., "per_token_s": ..., "fixed_s": ...,
-  "per_step_overhead_s": ...}`, optionally `per_seq_s`, `per_draft_kv_token_s` and
-  `max_batched_tokens`.
+  "per_step_overhead_s": ...}`, optionally `per_seq_s`, `per_draft_kv_token_s`,
+  `per_prefill_token_s` (prefill tokens past each prompt's last; the per-token term when
+  left out) and `max_batched_tokens`.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
-from specdec.budget import StepCost, StepSample, fit_step_cost
+from specdec.budget import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 
 # vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py):
@@ -39,6 +44,7 @@ CPU_CALIBRATED = "cpu-calibrated"
 PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
 _JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
 _OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s")  # 0 when left out
+_PREFILL_JSON_FIELD = "per_prefill_token_s"  # the per-token term when left out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +56,15 @@ class CostModel:
     per_step_overhead_s: float
     max_batched_tokens: int  # the scheduler's token budget per step (prefill is chunked to it)
     source: str
+    per_prefill_token_s: float | None = None  # None: prefill tokens cost what any token does
+
+    def prefill_correction(self, num_prefill_rows: Any, num_prefill_tokens: Any) -> Any:
+        """What pricing a step's prefill at the prefill rate changes in `seconds`: each
+        prefilling row's last token is priced like a decode row's (it is sampled), the rest
+        of its chunk at `per_prefill_token_s` instead of the per-token term."""
+        if self.per_prefill_token_s is None:
+            return 0.0
+        return (self.per_prefill_token_s - self.step.per_token_s) * (num_prefill_tokens - num_prefill_rows)
 
     def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
         return self.step.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens) + self.per_step_overhead_s
@@ -58,8 +73,9 @@ class CostModel:
         s = self.step
         return (f"{self.name}: {s.per_kv_token_s:.4g} s/KV token + {s.per_draft_kv_token_s:.4g} s/draft-KV token + "
                 f"{s.per_token_s:.4g} s/token + "
-                f"{s.per_seq_s:.4g} s/row + {s.fixed_s:.4g} s + {self.per_step_overhead_s:.4g} s/step "
-                f"({self.source})")
+                f"{s.per_seq_s:.4g} s/row + {s.fixed_s:.4g} s + {self.per_step_overhead_s:.4g} s/step"
+                + ("" if self.per_prefill_token_s is None else f"; prefill {self.per_prefill_token_s:.4g} s/token")
+                + f" ({self.source})")
 
 
 def h100_llama3_8b() -> CostModel:
@@ -72,12 +88,13 @@ def h100_llama3_8b() -> CostModel:
     )
 
 
-def from_samples(name: str, samples: list[StepSample], source: str) -> CostModel:
-    """The budget's own least-squares fit of measured steps, as a simulator cost model."""
+def from_samples(name: str, samples: list[StepSample], prefills: list[PrefillSample], source: str) -> CostModel:
+    """The budget's own least-squares fit of measured steps, as a simulator cost model, with
+    prefill at the rate of the timed prefills (where they give one)."""
     fitted = fit_step_cost(samples)
     if fitted is None:
         raise ConfigError(f"{name}: {len(samples)} step samples cannot be fitted ({source})")
-    return CostModel(name, fitted, 0.0, CPU_MAX_BATCHED_TOKENS, source)
+    return CostModel(name, fitted, 0.0, CPU_MAX_BATCHED_TOKENS, source, fit_prefill_token_seconds(prefills))
 
 
 def from_json(path: Path) -> CostModel:
@@ -85,19 +102,19 @@ def from_json(path: Path) -> CostModel:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cost model {path}: {exc}") from exc
-    missing = [f for f in _JSON_FIELDS if not isinstance(data.get(f), (int, float))]
-    if missing:
-        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(missing)}")
-    optional = {f: data.get(f, 0.0) for f in _OPTIONAL_JSON_FIELDS}
-    bad = [f for f, v in optional.items() if not isinstance(v, (int, float))]
-    if bad:
-        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(bad)}")
-    if min([data[f] for f in _JSON_FIELDS] + list(optional.values())) < 0:
+    given = {f: data[f] for f in (*_JSON_FIELDS, *_OPTIONAL_JSON_FIELDS, _PREFILL_JSON_FIELD) if f in data}
+    missing = [f for f in _JSON_FIELDS if f not in given]
+    not_numbers = [f for f, v in given.items() if not isinstance(v, (int, float))]
+    if missing or not_numbers:
+        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(missing + not_numbers)}")
+    if min(given.values()) < 0:
         raise ConfigError(f"cost model {path}: coefficients must be >= 0")
+    optional = {f: given.get(f, 0.0) for f in _OPTIONAL_JSON_FIELDS}
+    prefill = given.get(_PREFILL_JSON_FIELD)
     step = StepCost(fixed_s=data["fixed_s"], per_seq_s=optional["per_seq_s"], per_token_s=data["per_token_s"],
                     per_kv_token_s=data["per_kv_token_s"], per_draft_kv_token_s=optional["per_draft_kv_token_s"])
     return CostModel(path.stem, step, data["per_step_overhead_s"],
-                     int(data.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}")
+                     int(data.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}", prefill)
 
 
 def resolve(name_or_path: str, calibrated: CostModel | None = None) -> CostModel:
@@ -130,5 +147,6 @@ def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
         print(f"cpu-calibrated: no calibration of this machine yet; starting an engine to measure it ({path})",
               flush=True)
         VllmEngine(engine, SpecConfig(method="specdec", k_max=k_max)).close()
-    samples = [StepSample(**s) for s in json.loads(path.read_text())]
-    return from_samples(CPU_CALIBRATED, samples, f"calibration {path.name}: {len(samples)} steps timed on this machine")
+    samples, prefills = calibration.read_calibration(path)
+    return from_samples(CPU_CALIBRATED, samples, prefills,
+                        f"calibration {path.name}: {len(samples)} steps and {len(prefills)} prefills timed on this machine")

@@ -4,7 +4,8 @@ Each step costs its forward, t(rows, scheduled tokens, KV tokens, draft-KV token
 cost model, plus the drafter's own time for the call that follows it (vLLM drafts between
 forwards, with the accelerator idle). A step that mixes prefill chunks with decoding rows is split: its decode
 part is what the step would cost over the decoding rows alone, plus the drafting; the rest
-is prefill. Decode tokens/s counts every output token but each request's first (prefill's).
+is prefill (at the cost model's prefill rate where it has one). Decode tokens/s counts every
+output token but each request's first (prefill's).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Priced:
 
 def price(log: dict[str, np.ndarray], cost: CostModel, draft: DraftCost) -> Priced:
     forward = cost.seconds(log["num_rows"], log["num_tokens"], log["num_kv_tokens"], log["num_draft_kv_tokens"])
+    forward = forward + cost.prefill_correction(log["num_rows"] - log["num_decode_rows"],
+                                                log["num_tokens"] - log["num_decode_tokens"])
     decoding = log["num_decode_rows"] > 0
     decode_forward = np.where(
         decoding, cost.seconds(log["num_decode_rows"], log["num_decode_tokens"], log["num_decode_kv_tokens"],

@@ -7,9 +7,12 @@ tokens; one sequence with a long prompt and four with half as long ones, each wi
 without drafts, set the context apart from the rows (with short prompts only, KV tokens
 grow in step with the rows and their costs cannot be told apart) and a drafted token's
 attention over its row's context apart from its own cost (one row's steps alone are too
-noisy for that: a few milliseconds either way on a 2-core CPU); the worker fits `StepCost` to them and keeps refining it from the running engine. Samples
-are cached per machine and engine configuration under the project home, so only the first
-engine of that kind pays for it (tens of seconds on a 2-core CPU).
+noisy for that: a few milliseconds either way on a 2-core CPU); the worker fits `StepCost` to them and keeps refining it from the running engine. Each
+generation's prefill is timed too (its wall time less its decode steps): the simulator's
+`cpu-calibrated` cost model prices prefill with it, since a prompt's tokens in one forward
+cost far less each than a decode step's. Samples are cached per machine and engine
+configuration under the project home, so only the first engine of that kind pays for it
+(tens of seconds on a 2-core CPU).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import json
 import logging
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from specdec.budget import PrefillSample, StepSample
 from specdec.config import EngineConfig, config_hash
 from specdec.engines import vllm_proposer
 from specdec.models import specdec_home
@@ -34,7 +39,7 @@ LONG_PROMPT_TOKENS = 1024  # a few seconds of prefill on a 2-core CPU
 LONG_BATCH = 4  # rows of the second long-context pair, LONG_PROMPT_TOKENS / 2 each
 STEPS = 6
 # Part of the cache key: samples of an older layout or set of runs are measured again.
-SAMPLE_VERSION = 4
+SAMPLE_VERSION = 5
 
 
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
@@ -66,18 +71,24 @@ def calibrate(
     """Step-time samples for this engine (cached), loaded into the worker's budget."""
     path = calibration_path(engine, model_path, k_max, cpu_binding)
     if path.exists():
-        samples = json.loads(path.read_text())
+        measured = json.loads(path.read_text())
     else:
-        samples = _measure(llm, engine, k_max)
+        measured = _measure(llm, engine, k_max)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers may calibrate at once
-        tmp.write_text(json.dumps(samples))
+        tmp.write_text(json.dumps(measured))
         tmp.replace(path)
-    llm.collective_rpc(vllm_proposer.load_calibration, args=(samples,))
-    return samples
+    llm.collective_rpc(vllm_proposer.load_calibration, args=(measured["steps"],))
+    return measured["steps"]
 
 
-def _measure(llm: Any, engine: EngineConfig, k_max: int) -> list[dict[str, float]]:
+def read_calibration(path: Path) -> tuple[list[StepSample], list[PrefillSample]]:
+    """A calibration file's decode-step samples and prefill samples."""
+    measured = json.loads(path.read_text())
+    return ([StepSample(**s) for s in measured["steps"]], [PrefillSample(**s) for s in measured["prefills"]])
+
+
+def _measure(llm: Any, engine: EngineConfig, k_max: int) -> dict[str, list[dict[str, float]]]:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -85,14 +96,21 @@ def _measure(llm: Any, engine: EngineConfig, k_max: int) -> list[dict[str, float
     vocab = llm.get_tokenizer().vocab_size
     rng = np.random.default_rng(0)
     params = SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
-    samples: list[list[dict[str, float]]] = []
+    samples: list[list[dict[str, float]]] = [[]]
+    prefills = []
     for size, forced_k, prompt_tokens in calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len):
         prompts = [
             TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
         ]
+        before = len(samples[0]) if samples else 0
         llm.collective_rpc(vllm_proposer.start_calibration, args=(forced_k,))
         try:
+            started = time.perf_counter()
             llm.generate(prompts, params, use_tqdm=False)
+            wall = time.perf_counter() - started
         finally:
             samples = llm.collective_rpc(vllm_proposer.finish_calibration)
-    return samples[0] if samples else []
+        if samples:
+            decode = sum(s["seconds"] for s in samples[0][before:])
+            prefills.append(PrefillSample(size, size * prompt_tokens, max(wall - decode, 0.0))._asdict())
+    return {"steps": samples[0] if samples else [], "prefills": prefills}

@@ -1,6 +1,7 @@
 """Batched, priced replay: the scheduler's mechanics on tiny scripted references, pricing
 with scripted cost models, the budget learning from simulated step times. No clock."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -135,6 +136,17 @@ def test_pricing_sums_each_step_of_the_cost_model_and_splits_decode_from_prefill
     assert fixed.seconds == pytest.approx(1.5 * steps + 0.25 * proposed)
     # Pure prefill steps are no part of decode; a mixed step's decode share keeps the fixed cost.
     assert fixed.decode_seconds == pytest.approx(1.5 * (log["num_decode_rows"] > 0).sum() + 0.25 * proposed)
+    per_draft_kv = price(log, cost_model(StepCost(0.0, 0.0, 0.0, per_draft_kv_token_s=1.0)), DraftCost())
+    assert per_draft_kv.seconds == log["num_draft_kv_tokens"].sum()
+    assert per_draft_kv.decode_seconds == log["num_decode_draft_kv_tokens"].sum()
+    # A prefill rate prices a prefilling row's tokens but its last at that rate; decode keeps its own.
+    prefill_rows, prefill_tokens = (log["num_rows"] - log["num_decode_rows"]), (log["num_tokens"] - log["num_decode_tokens"])
+    prefill_rate = price(log, dataclasses.replace(cost_model(StepCost(0.0, 0.0, 1.0)), per_prefill_token_s=0.25),
+                         DraftCost())
+    assert prefill_rate.seconds == pytest.approx(
+        log["num_tokens"].sum() - 0.75 * (prefill_tokens - prefill_rows).sum())
+    assert prefill_rate.decode_seconds == per_token.decode_seconds
+    assert (prefill_tokens - prefill_rows).sum() > 0  # the case is there
     measured = price(log, cost_model(StepCost(0.0, 0.0, 0.0)), DraftCost(measured=True))
     assert measured.seconds == pytest.approx(log["draft_cpu_s"].sum())
     assert per_token.tokens_per_forward(6, 2) == pytest.approx(6 / (log["num_decode_rows"].sum() + 2))
@@ -175,8 +187,22 @@ def test_cost_model_from_a_json_file(tmp_path):
     model = from_json(path)
     assert model.seconds(2, 10, 100) == pytest.approx(5e-8 * 100 + 3e-5 * 10 + 7e-3 + 1e-3)
     assert resolve(str(path)) == model and model.name == "a100"
+    assert model.per_prefill_token_s is None and model.step.per_draft_kv_token_s == 0.0
+    path.write_text(json.dumps({"per_kv_token_s": 5e-8, "per_token_s": 3e-5, "fixed_s": 7e-3, "per_step_overhead_s": 1e-3,
+                                "per_draft_kv_token_s": 2e-9, "per_prefill_token_s": 4e-6}))
+    model = from_json(path)
+    assert model.seconds(2, 10, 100, 300) == pytest.approx(5e-8 * 100 + 3e-5 * 10 + 2e-9 * 300 + 7e-3 + 1e-3)
+    assert model.per_prefill_token_s == 4e-6
     path.write_text(json.dumps({"per_token_s": 3e-5, "fixed_s": 7e-3}))
     with pytest.raises(ConfigError, match="per_kv_token_s, per_step_overhead_s"):
+        from_json(path)
+    path.write_text(json.dumps({"per_kv_token_s": 5e-8, "per_token_s": 3e-5, "fixed_s": 7e-3, "per_step_overhead_s": 1e-3,
+                                "per_prefill_token_s": "fast"}))
+    with pytest.raises(ConfigError, match="per_prefill_token_s"):
+        from_json(path)
+    path.write_text(json.dumps({"per_kv_token_s": 5e-8, "per_token_s": 3e-5, "fixed_s": 7e-3, "per_step_overhead_s": 1e-3,
+                                "per_draft_kv_token_s": -1e-9}))
+    with pytest.raises(ConfigError, match=">= 0"):
         from_json(path)
     with pytest.raises(ConfigError, match="unknown cost model"):
         resolve("a100")
@@ -201,3 +227,22 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
     assert fitted is not None
     assert [fitted.per_seq_s, fitted.per_token_s, fitted.per_kv_token_s, fitted.per_draft_kv_token_s] == pytest.approx(
         [0.003, 0.002, 4e-6, 1.5e-6], rel=1e-6)
+
+
+def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_model_uses_it(tmp_path):
+    from specdec.bench.cost_models import from_samples
+    from specdec.bench.batched_replay import simulated_calibration
+    from specdec.budget import PrefillSample, fit_prefill_token_seconds
+    from specdec.engines.calibration import read_calibration
+
+    prefills = [PrefillSample(n, n * t, 0.004 + 2e-5 * n * t) for n, t in ((1, 32), (16, 32), (1, 1024), (4, 512))]
+    assert fit_prefill_token_seconds(prefills) == pytest.approx(2e-5, rel=1e-9)  # the intercept takes the overhead
+    assert fit_prefill_token_seconds(prefills[:1]) is None
+    steps = simulated_calibration(StepCost(0.02, 0.0, 1e-3, 1e-6), 4, 16, 2048)
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"steps": [s._asdict() for s in steps], "prefills": [p._asdict() for p in prefills]}))
+    got_steps, got_prefills = read_calibration(path)
+    assert got_steps == steps and got_prefills == prefills
+    model = from_samples("cpu-calibrated", got_steps, got_prefills, "test")
+    assert model.per_prefill_token_s == pytest.approx(2e-5, rel=1e-9)
+    assert model.step.per_token_s == pytest.approx(1e-3, rel=1e-6)
