@@ -71,7 +71,7 @@ class StepCost:
     term is each drafted token attending to its row's context on its own: on a CPU
     attention's work grows with query tokens times context, so a drafted token in a
     2k-token row costs more than one in a 100-token row; on a GPU, where a decode step
-    reads the KV cache once whatever its query tokens, it comes out near zero.
+    reads the KV cache once whatever its query tokens, it should come out near zero.
     """
 
     fixed_s: float
