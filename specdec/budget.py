@@ -91,7 +91,7 @@ class StepCost:
 
 
 def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:
-    """Least-squares fit of `StepCost` (coefficients kept non-negative), or None.
+    """Least-squares fit of `StepCost` to relative errors (coefficients kept non-negative), or None.
 
     None when there are too few samples, or when they cannot tell the cost of a draft
     token apart from the cost of a row (every sample drafted nothing). Steps slowed by
@@ -118,10 +118,16 @@ def fit_step_cost_arrays(shapes: np.ndarray, secs: np.ndarray, min_samples: int 
     drafted = rows[:, 2] > rows[:, 1]
     if not drafted.any():
         return None
+    # Relative errors: a 200 ms step weighs no more than a 20 ms one. On a 2-core CPU the
+    # calibration's 16 rows x 5 forced drafts took 100-250 ms from one engine start to the
+    # next; fitted by absolute error those few steps set the line (10 ms fixed, 2.4 ms per
+    # token, against 20-25 and 0.5-0.9 from the other 45), and the budget, seeing no draft
+    # pay, never drafted again, so nothing new could correct it.
+    weighted = rows / np.maximum(secs, 1e-9)[:, None]
     # Columns differ by orders of magnitude (KV tokens vs 1): scale them so that lstsq's
     # rank cut-off does not drop a small but real term.
-    scale = np.maximum(np.abs(rows).max(axis=0), 1e-12)
-    coef = _trimmed_fit(rows / scale, secs, drafted, min_samples) / scale
+    scale = np.maximum(np.abs(weighted).max(axis=0), 1e-12)
+    coef = _trimmed_fit(weighted / scale, np.ones_like(secs), drafted, min_samples) / scale
     return StepCost(*coef.tolist())
 
 
@@ -139,14 +145,15 @@ def _median(values: np.ndarray) -> float:
     return float((low + high) / 2)
 
 
-def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
+def _trimmed_fit(a: np.ndarray, target: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
     """`_nonnegative_lstsq`, refitted without the samples far above the fit, as long as
-    enough remain and some of them drafted."""
-    keep = np.ones(secs.shape[0], dtype=bool)
-    coef = _nonnegative_lstsq(a, secs)
-    floor = 0.01 * _median(secs)  # the spread's floor: 1 % of a step
+    enough remain and some of them drafted. `a` and `target` are a sample's shape and
+    time divided by its time, so a residual is the step's relative error."""
+    keep = np.ones(target.shape[0], dtype=bool)
+    coef = _nonnegative_lstsq(a, target)
+    floor = 0.01 * _median(target)  # the spread's floor: 1 % of a step
     for _ in range(OUTLIER_PASSES):
-        residual = secs - a @ coef
+        residual = target - a @ coef
         kept = residual[keep]
         centre = _median(kept)
         # Median absolute deviation as a standard deviation.
@@ -155,7 +162,7 @@ def _trimmed_fit(a: np.ndarray, secs: np.ndarray, drafted: np.ndarray, min_sampl
         if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
             break
         keep = trimmed
-        coef = _nonnegative_lstsq(a[keep], secs[keep])
+        coef = _nonnegative_lstsq(a[keep], target[keep])
     return coef
 
 
