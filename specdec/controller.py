@@ -273,8 +273,8 @@ class DraftController(Controller):
         lives = [self._observe(req_id, accepted) for req_id, accepted in zip(req_ids, num_accepted, strict=True)]
         self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
-        contexts = contexts_of(tokens) if cost is not None else None
         if cost is not None:
+            contexts = contexts_of(tokens)
             ks = self._skip_unaffordable(lives, ks, cost, contexts)
         # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
         started = self.clock() if cost is not None else 0.0
