@@ -51,6 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="vllm engine: time every decode step inside the worker and print where it goes (forward, "
                         "sampling, drafter, engine core; time outside steps per request), with specdec's step time "
                         "over ngram[2..5]'s at matched drafted tokens")
+    p.add_argument("--gomp-spin-counts", default=None, metavar="N[,N...]",
+                   help="vllm engine: also run every method on engines started with these GOMP_SPINCOUNT values "
+                        "(libgomp's default is 300000), as METHOD[gomp-spin=N], side by side with the engine's own")
     p.add_argument("--specdec-draft-us", default=None, metavar="ROW[+TOKEN]",
                    help="replay with --cost: price our drafter at this many microseconds per row per step "
                         "(+ per output token) instead of the compiled drafter's measured CPU time (or its "
@@ -223,28 +226,43 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, not {args.rounds}")
     batch_sizes = _batch_sizes(args)
+    variants = _spin_count_variants(names, args.gomp_spin_counts)
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
     if len(measured) < max(batch_sizes):
         print(f"note: only {len(measured)} prompts to measure: batch {max(batch_sizes)} runs "
               f"{len(measured)} at once (use --limit {max(batch_sizes) + 2} or more)")
     folder = resolve_model(engine_cfg.model)
     memory = engine_memory.plan(
-        len(names), max(batch_sizes), max(len(r.prompt_token_ids) + r.max_tokens for r in measured),
+        len(names) + len(variants), max(batch_sizes), max(len(r.prompt_token_ids) + r.max_tokens for r in measured),
         kv_bytes_per_token(folder, engine_cfg.dtype), engine_cfg.kv_cache_gib, engine_memory.weights_gib(folder),
         engine_memory.available_gib())
     print(memory.describe(), flush=True)
     records = []
     for k in ks:
-        print(f"== {dataset} K={k}: {', '.join(names)} in {args.rounds} interleaved round(s)", flush=True)
         specs = engine_methods(k, params.draft_model)
+        methods = {n: specs[n] for n in names} | {v: specs[base] for v, (base, _) in variants.items()}
+        print(f"== {dataset} K={k}: {', '.join(methods)} in {args.rounds} interleaved round(s)", flush=True)
         windows = [] if args.step_breakdown else None
-        records += run_rounds({n: specs[n] for n in names}, engine_cfg, measured, warmup, batch_sizes, args.rounds,
-                              dataset, memory.all_alive, args.min_prompts, warm_from,
-                              progress=lambda line: print(line, flush=True), step_windows=windows)
+        records += run_rounds(methods, engine_cfg, measured, warmup, batch_sizes, args.rounds, dataset,
+                              memory.all_alive, args.min_prompts, warm_from,
+                              progress=lambda line: print(line, flush=True), step_windows=windows,
+                              engine_env={v: env for v, (_, env) in variants.items()})
         print(render_table(records), flush=True)
         if windows:
             print(render_breakdown(windows), flush=True)
     return records
+
+
+def _spin_count_variants(names: list[str], counts: str | None) -> dict[str, tuple[str, dict[str, str]]]:
+    """`METHOD[gomp-spin=N]` for every method and count: the method, and the variable its
+    engines start with."""
+    from specdec.engines.cpu_threads import SPIN_ENV
+
+    values = [c.strip() for c in counts.split(",") if c.strip()] if counts else []
+    bad = [v for v in values if not v.isdigit()]
+    if bad:
+        raise ConfigError(f"--gomp-spin-counts takes whole numbers, not {bad}")
+    return {f"{name}[gomp-spin={v}]": (name, {SPIN_ENV: v}) for v in values for name in names}
 
 
 def _method_names(arg: str | None, default: list[str], allowed: set[str]) -> list[str]:

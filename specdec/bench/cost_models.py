@@ -139,7 +139,7 @@ def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
     from specdec.engines import calibration, cpu_threads
     from specdec.models import resolve_model
 
-    binding = cpu_threads.apply_reserved_cpus(engine.reserved_cpus)
+    binding = cpu_threads.apply_cpu_threads(engine.reserved_cpus)
     path = calibration.calibration_path(engine, resolve_model(engine.model), k_max, binding)
     if not path.exists():
         from specdec.engines.vllm_engine import VllmEngine

@@ -12,6 +12,10 @@ finds them in the prefix cache, then the cross-request draft cache is put back t
 snapshot) and only then does the decode clock start. Greedy outputs are compared with
 `none`'s and the table says whether they are identical.
 
+`engine_env` gives a method's engine environment variables of its own at start-up: with
+`--gomp-spin-counts`, every method also runs on engines with other libgomp spin counts
+(e.g. `none[gomp-spin=300000]`, libgomp's default), side by side with ours.
+
 `specdec[warm]` measures the persisted-cache mode (what a nightly run gains from the cache
 file the previous night saved): its engine first generates a disjoint set of prompts, which
 saves the cache file, and every measurement then starts from a copy of that file.
@@ -33,6 +37,7 @@ from specdec.bench.rounds import UNRESETTABLE, Timing, schedule
 from specdec.bench.step_breakdown import StepWindow
 from specdec.bench.throughput_report import make_records
 from specdec.config import EngineConfig, SpecConfig
+from specdec.engines import cpu_threads
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
@@ -67,12 +72,14 @@ class MethodEngine:
     measurements starts from."""
 
     def __init__(self, name: str, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest],
-                 warm_from: Sequence[GenerationRequest], record_steps: bool = False) -> None:
+                 warm_from: Sequence[GenerationRequest], record_steps: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         if spec.cache_file and not warm_from:
             raise ValueError(f"{name}: the persisted-cache mode needs prompts to build its cache from")
         self.name, self.spec, self.engine_cfg = name, spec, engine_cfg
         self.warmup, self.warm_from = warmup, warm_from
         self.record_steps = record_steps
+        self.env = env or {}  # environment variables its engines start with
         self.engine: Any = None
         self.measured = False  # since the engine started: an unresettable cache is then dirty
         self.snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
@@ -85,7 +92,8 @@ class MethodEngine:
             self.close()
             from specdec.engines.vllm_engine import VllmEngine
 
-            self.engine = VllmEngine(self.engine_cfg, self.spec, record_steps=self.record_steps)
+            with cpu_threads.environment(self.env):
+                self.engine = VllmEngine(self.engine_cfg, self.spec, record_steps=self.record_steps)
             self.starts += 1
             self.engine.generate(self.warmup, GREEDY)
             if self.snapshot is not None and not self.snapshot.exists():
@@ -120,16 +128,18 @@ def run_rounds(
     warm_from: Sequence[GenerationRequest] = (),
     progress: Callable[[str], None] = lambda _: None,
     step_windows: list[StepWindow] | None = None,
+    engine_env: dict[str, dict[str, str]] | None = None,
 ) -> list[BenchRecord]:
     """Measure every method at every batch size in `rounds` interleaved rounds; one record
     per method and batch size (medians, and the spread of the ratio to `none`). With
-    `step_windows`, the engines time their steps and every decode pass is appended there."""
+    `step_windows`, the engines time their steps and every decode pass is appended there;
+    `engine_env`: environment variables of a method's own for its engines' start."""
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     timings: list[Timing] = []
     results: dict[tuple[str, int], list[GenerationResult]] = {}
     with contextlib.ExitStack() as stack:
         slots = {name: MethodEngine(name, stack.enter_context(_private_cache_file(spec)), cfg, warmup, warm_from,
-                                    record_steps=step_windows is not None)
+                                    record_steps=step_windows is not None, env=(engine_env or {}).get(name))
                  for name, spec in methods.items()}
         for slot in slots.values():
             stack.callback(slot.close)

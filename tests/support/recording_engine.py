@@ -3,6 +3,7 @@ it logs every call, and keeps a cross-request 'cache' of the request ids it gene
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from specdec.stats import RequestStats
@@ -16,6 +17,7 @@ class RecordingEngine:
     def __init__(self, engine_cfg, spec, record_steps: bool = False) -> None:
         self.spec, self.resets, self.calls, self.closed = spec, 0, [], False
         self.record_steps = record_steps
+        self.environ = dict(os.environ)  # what a real engine's processes would start with
         self.serial = len(RecordingEngine.started)
         self.cached: list[str] = self._load_cache()  # request ids in the cross-request cache
         self.cache_at_reset: list[list[str]] = []

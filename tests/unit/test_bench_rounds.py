@@ -2,6 +2,7 @@
 clock, cold caches per measurement, ratios to `none` with their spread, and how many engines
 memory lets it keep alive (a recording double stands in for VllmEngine)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -62,12 +63,26 @@ def test_memory_keeps_all_engines_alive_only_where_they_fit():
     assert engine_memory.plan(3, 1, 10, 1, 2.0, 0.3, available_gib=0.0).engines_alive == 1
 
 
-def _run(monkeypatch, names, all_alive, rounds=2, warm_from=()):
+def _run(monkeypatch, names, all_alive, rounds=2, warm_from=(), variants=None, engine_env=None):
     monkeypatch.setattr(vllm_engine, "VllmEngine", RecordingEngine)
     RecordingEngine.clear()
     specs = throughput.engine_methods(4)
-    return throughput.run_rounds({n: specs[n] for n in names}, EngineConfig(max_model_len=2048), REQUESTS, WARMUP,
-                                 [1, 16], rounds, "d", all_alive, min_prompts=8, warm_from=warm_from)
+    methods = {n: specs[n] for n in names} | {v: specs[base] for v, base in (variants or {}).items()}
+    return throughput.run_rounds(methods, EngineConfig(max_model_len=2048), REQUESTS, WARMUP,
+                                 [1, 16], rounds, "d", all_alive, min_prompts=8, warm_from=warm_from,
+                                 engine_env=engine_env)
+
+
+def test_a_variant_engine_starts_with_its_own_variables_and_only_it(monkeypatch):
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    variant = "none[gomp-spin=300000]"
+    records = _run(monkeypatch, ["none"], all_alive=False, variants={variant: "none"},
+                   engine_env={variant: {"GOMP_SPINCOUNT": "300000"}})
+    spins = [e.environ.get("GOMP_SPINCOUNT") for e in RecordingEngine.started]
+    assert spins.count("300000") == 2 and spins.count(None) == 2  # one start per round each, alternating
+    assert "GOMP_SPINCOUNT" not in os.environ  # put back after the variant's start
+    assert {(r.method, r.batch_size) for r in records} == {(m, b) for m in ("none", variant) for b in (1, 16)}
+    assert all(r.speedup_vs_none is not None for r in records)  # the variant is set against none
 
 
 def test_prompts_are_prefilled_and_the_cache_reset_before_the_clock(monkeypatch):
