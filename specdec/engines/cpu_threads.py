@@ -9,10 +9,10 @@ with one kept back. GPU builds of vLLM ignore these variables.
 With every core running a compute thread, libgomp's idle spin (torch's OpenMP threads wait
 actively for GOMP_SPINCOUNT=300000 turns after each parallel region, some milliseconds)
 also keeps the cores from vLLM's engine-core and scheduling threads between two forwards:
-on 2 cores the engine core's gap before each decode step was 4.4-5.7 ms with it and about
-0.9 ms with 10000 turns (SmolLM2-135M, no speculation; 46.7-55.1 against 41.2-44.6 decode
-tokens/s at batch 1, 386-408 against 344-369 at batch 16, over several runs). So an engine
-with no core reserved gets that shorter spin unless the user set either variable.
+on 2 cores the engine core's gap before each decode step was about 5 ms with it and about
+1 ms with 10000 turns (`specdec bench --engine vllm --gomp-spin-counts 300000` sets the
+two side by side; docs/internals.md has its figures). So an engine with no core reserved
+gets that shorter spin unless the user set either variable.
 
 With every core running torch's OpenMP threads, numba's default OpenMP threading layer
 (vLLM's `ngram` proposer is numba code) fights them for the cores: vLLM ngram[2..5] at
