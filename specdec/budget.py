@@ -22,15 +22,15 @@ class StepCostModel(Protocol):
     def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
         """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled
         tokens whose rows already hold `num_kv_tokens` tokens in the KV cache;
-        `num_draft_kv_tokens` is each row's tokens past its first (a decoding row's draft)
-        times the context that row holds."""
+        `num_draft_kv_tokens` is the context held by the rows that schedule more than one
+        token (a decoding row with a draft)."""
         ...
 
 
 class StepSample(NamedTuple):
     """One measured decode step: rows, scheduled tokens (rows + draft tokens), the context
-    those rows already held in the KV cache (their tokens before the step), the drafted
-    tokens times their row's context, seconds. A named tuple: one is made every engine
+    those rows already held in the KV cache (their tokens before the step), the context of
+    the rows that drafted, seconds. A named tuple: one is made every engine
     step, and a batch of them is one array."""
 
     num_seqs: int
@@ -64,14 +64,17 @@ def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
-    + per_draft_kv_token * drafted tokens x their row's context (seconds, >= 0).
+    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0).
 
     The KV term is attention reading the context: without it a batch of long requests is
     under-priced, and the budget over-values the drafts' share of the step. The draft-KV
-    term is each drafted token attending to its row's context on its own: on a CPU
-    attention's work grows with query tokens times context, so a drafted token in a
-    2k-token row costs more than one in a 100-token row; on a GPU, where a decode step
-    reads the KV cache once whatever its query tokens, it should come out near zero.
+    term is what a row's first drafted token costs over its context beyond its own token:
+    vLLM's CPU attention takes a row with more than one query token at a cost that grows
+    with its context, once per row rather than per drafted token (measured with forced
+    drafts, 4 rows of 1,500 tokens: about 3 ms for one drafted token per row, 6.4 ms for
+    five). The budget therefore prices a row's first drafted token higher than its others;
+    on a GPU, where a decode step reads the KV cache once whatever its query tokens, the
+    term should come out near zero.
     """
 
     fixed_s: float
@@ -193,7 +196,9 @@ def row_contexts(lengths: np.ndarray) -> np.ndarray:
 
 def draft_token_seconds(cost: StepCostModel, num_rows: int, num_kv_tokens: int, contexts: np.ndarray) -> np.ndarray:
     """What one drafted token adds to a step of `num_rows` rows without drafts, per row:
-    verifying it, and its attention over that row's context."""
+    verifying it, and its row's attention over its context with more than one query
+    token (the first drafted token's price; further ones in that row cost only their own
+    token)."""
     base = cost.seconds(num_rows, num_rows, num_kv_tokens, 0)
     many = getattr(cost, "seconds_for_tokens", None)
     with_one = (many(num_rows, num_rows + 1, num_kv_tokens, contexts) if many is not None
@@ -205,13 +210,17 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, contexts: 
     """Draft length per row maximising expected tokens per second of the step.
 
     `contexts[i]` is the context row i holds in the KV cache (`row_contexts`): the rows'
-    sum lengthens the step whatever is drafted, so drafts weigh less against it, and each
-    drafted token attends to its row's context, so a token in a long row costs more.
-    `gains[i][j]` is the probability that row i's draft position j+1 is accepted
-    (non-increasing in j: a position counts only if all before it were accepted); every row
-    yields one token per step whatever it drafts. Positions are taken best gain per second
-    first (within a row that is their order: its tokens cost alike); for expected tokens
-    over an affine step time the best prefix of that order is the optimum.
+    sum lengthens the step whatever is drafted, so drafts weigh less against it, and a row
+    that drafts pays for its context once more (the draft-KV term), so a draft in a long
+    row costs more. `gains[i][j]` is the probability that row i's draft position j+1 is
+    accepted (non-increasing in j: a position counts only if all before it were accepted);
+    every row yields one token per step whatever it drafts. Positions are taken best gain
+    per second of a row's first drafted token first (within a row that is their order),
+    and the step is priced exactly for every prefix of that order (a row's context counted
+    at its first position); the best prefix is taken. Without the draft-KV term a row's
+    tokens cost alike and that prefix is the optimum for expected tokens over an affine
+    step time; with it a row's further tokens are ranked at its first token's price, so
+    the budget errs towards fewer rows with longer drafts, the cheaper shape.
     """
     num_rows = len(gains)
     if num_rows == 0:
@@ -228,7 +237,8 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, contexts: 
     order = np.lexsort((position, -(gain / unit[row])))  # best first; a row's positions stay in order
     expected = num_rows + np.concatenate([[0.0], np.cumsum(gain[order])])
     num_tokens = num_rows + np.arange(row.size + 1)
-    draft_kv = np.concatenate([[0], np.cumsum(contexts[row[order]])])
+    first = position[order] == 0  # a row's first drafted token: its context is priced once
+    draft_kv = np.concatenate([[0], np.cumsum(np.where(first, contexts[row[order]], 0))])
     many = getattr(cost, "seconds_for_tokens", None)  # one array operation instead of a call per position
     seconds = (many(num_rows, num_tokens, num_kv_tokens, draft_kv) if many is not None
                else np.array([cost.seconds(num_rows, int(n), num_kv_tokens, int(d)) for n, d in zip(num_tokens, draft_kv)]))

@@ -43,7 +43,7 @@ LOG_FIELDS = (
     "num_rows",  # rows scheduled (decoding + prefill chunks)
     "num_tokens",  # tokens scheduled
     "num_kv_tokens",  # tokens the scheduled rows already held in the KV cache
-    "num_draft_kv_tokens",  # each row's tokens past its first times the context it held
+    "num_draft_kv_tokens",  # the context held by each row scheduling more than one token
     "num_decode_rows",
     "num_decode_tokens",  # decoding rows' own tokens + their drafts
     "num_decode_kv_tokens",
@@ -121,7 +121,7 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
     for size, forced_k, prompt_tokens in calibration_runs(max_num_seqs, k_max, max_model_len):
         for step in range(STEPS - 1):
             tokens, kv = size * (1 + forced_k), size * (prompt_tokens + step)
-            draft_kv = forced_k * kv
+            draft_kv = kv if forced_k else 0
             samples.append(StepSample(size, tokens, kv, draft_kv, cost.seconds(size, tokens, kv, draft_kv)))
     return samples
 
@@ -226,7 +226,7 @@ def _shape(scheduled: list[tuple[_Row, int]]) -> tuple[int, ...]:
 
 def _part_shape(part: list[tuple[_Row, int]]) -> tuple[int, int, int, int]:
     return (len(part), sum(n for _, n in part), sum(row.num_computed for row, _ in part),
-            sum((n - 1) * row.num_computed for row, n in part))
+            sum(row.num_computed for row, n in part if n > 1))
 
 
 def _advance(row: _Row, num_tokens: int) -> bool:

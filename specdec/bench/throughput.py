@@ -211,4 +211,5 @@ def _save_warm_cache(engine: Any, cache_file: str, warm_from: Sequence[Generatio
 
 
 def _format_cost(cost: dict[str, float]) -> str:
-    return ", ".join(f"{key} {value * 1000:.2f} ms" for key, value in cost.items())
+    # Significant digits, not fixed decimals: the KV terms are microseconds per token.
+    return ", ".join(f"{key} {value * 1000:.3g} ms" for key, value in cost.items())

@@ -3,11 +3,13 @@
 A few short generations at batch sizes 1, 4 and 16, each once without drafts and once with
 forced drafts of k_max tokens, plus one at `max_num_seqs` without drafts (forced drafts
 there would cost most of the calibration time), give step times over a spread of rows and
-tokens; one sequence with a long prompt and four with half as long ones, each with and
-without drafts, set the context apart from the rows (with short prompts only, KV tokens
-grow in step with the rows and their costs cannot be told apart) and a drafted token's
-attention over its row's context apart from its own cost (one row's steps alone are too
-noisy for that: a few milliseconds either way on a 2-core CPU); the worker fits `StepCost` to them and keeps refining it from the running engine. Each
+tokens; one sequence with a long prompt, with and without drafts, and four with long
+prompts, without drafts, with one drafted token each and with k_max, set the context apart
+from the rows (with short prompts only, KV tokens grow in step with the rows and their
+costs cannot be told apart) and a drafting row's attention over its context apart from a
+drafted token's own cost (one row's steps alone are too noisy for that: a few milliseconds
+either way on a 2-core CPU); the worker fits `StepCost` to them and keeps refining it from
+the running engine. Each
 generation's prefill is timed too (its wall time less its decode steps): the simulator's
 `cpu-calibrated` cost model prices prefill with it, since a prompt's tokens in one forward
 cost far less each than a decode step's. Samples are cached per machine and engine
@@ -36,10 +38,14 @@ log = logging.getLogger(__name__)
 
 PROMPT_TOKENS = 32
 LONG_PROMPT_TOKENS = 1024  # a few seconds of prefill on a 2-core CPU
-LONG_BATCH = 4  # rows of the second long-context pair, LONG_PROMPT_TOKENS / 2 each
+LONG_BATCH = 4  # rows of the long-context batch, LONG_PROMPT_TOKENS each
+# A row's first drafted token over a long context costs far more than its others (the
+# draft-KV term, once per drafting row): the long batch drafts one token per row as well as
+# k_max, which tells that term from the per-token one.
+FEW_DRAFTS = 1
 STEPS = 6
 # Part of the cache key: samples of an older layout or set of runs are measured again.
-SAMPLE_VERSION = 5
+SAMPLE_VERSION = 7
 
 
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
@@ -61,7 +67,7 @@ def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[
     if long_prompt > 4 * PROMPT_TOKENS:
         runs += [(1, 0, long_prompt), (1, k_max, long_prompt)]
         if max_num_seqs >= LONG_BATCH:
-            runs += [(LONG_BATCH, 0, long_prompt // 2), (LONG_BATCH, k_max, long_prompt // 2)]
+            runs += [(LONG_BATCH, k, long_prompt) for k in sorted({0, min(FEW_DRAFTS, k_max), k_max})]
     return runs
 
 

@@ -48,7 +48,7 @@ class StepShapes:
         contexts = self._last_contexts
         tokens = sum(1 + last_drafts[r] for r in req_ids)
         kv_tokens = sum(contexts[r] for r in req_ids)
-        draft_kv_tokens = sum(last_drafts[r] * contexts[r] for r in req_ids)
+        draft_kv_tokens = sum(contexts[r] for r in req_ids if last_drafts[r])
         return StepSample(len(req_ids), tokens, kv_tokens, draft_kv_tokens, now - last_end)
 
     def finished(self, drafts: dict[str, int], contexts: dict[str, int]) -> None:

@@ -216,10 +216,10 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
 
     runs = calibration_runs(max_num_seqs=64, k_max=4, max_model_len=4096)
     assert (1, 0, LONG_PROMPT_TOKENS) in runs and (1, 4, LONG_PROMPT_TOKENS) in runs and (64, 0, PROMPT_TOKENS) in runs
-    assert (4, 0, LONG_PROMPT_TOKENS // 2) in runs and (4, 4, LONG_PROMPT_TOKENS // 2) in runs
+    assert {(4, k, LONG_PROMPT_TOKENS) for k in (0, 1, 4)} <= set(runs)
     assert all(p < 200 for _, _, p in calibration_runs(16, 4, max_model_len=200))  # no room: short prompts only
-    # With those samples a fit tells the KV term from the per-row one, and a drafted token's
-    # attention over its context from its own cost.
+    # With those samples a fit tells the KV term from the per-row one, and a drafting row's
+    # attention over its context from a drafted token's own cost.
     from specdec.budget import fit_step_cost
 
     true = StepCost(0.02, 0.003, 0.002, 4e-6, 1.5e-6)

@@ -34,7 +34,7 @@ def allocate_drafts(alpha: list[float], caps: list[int], cost: StepCost, context
 def expected_rate(alloc: list[int], alpha: list[float], cost: StepCost, contexts: list[int] | None = None) -> float:
     contexts = contexts if contexts is not None else [0] * len(alloc)
     gain = len(alloc) + sum(sum(a**j for j in range(1, n + 1)) for n, a in zip(alloc, alpha))
-    draft_kv = sum(n * c for n, c in zip(alloc, contexts))
+    draft_kv = sum(c for n, c in zip(alloc, contexts) if n)  # a drafting row's context, once
     return gain / cost.seconds(len(alloc), len(alloc) + sum(alloc), sum(contexts), draft_kv)
 
 
@@ -58,8 +58,8 @@ def test_better_rows_get_drafts_first():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_allocation_is_optimal_and_never_worse_than_no_drafts(seed: int):
-    # Half the cases price drafted tokens by their row's context too: rows then differ in
-    # what a token costs, and the best allocation is no longer "highest gains first".
+    # Half the cases price a drafting row's context too: rows then differ in what a draft
+    # costs, and the best allocation is no longer "highest gains first".
     rng = np.random.default_rng(seed)
     alpha = rng.uniform(0.0, 1.0, 3).round(2).tolist()
     caps = rng.integers(0, 4, 3).tolist()
@@ -76,16 +76,19 @@ def test_allocation_is_optimal_and_never_worse_than_no_drafts(seed: int):
     assert got >= expected_rate([0, 0, 0], alpha, cost, contexts) - 1e-12
 
 
-def test_a_drafted_token_in_a_long_row_costs_more_so_short_rows_draft_first():
-    # Attention per drafted token over its row's context (a CPU): equally good drafts, one
-    # row 64 tokens long, one 4k: only the short row's draft pays.
+def test_a_long_row_pays_for_its_context_once_so_only_a_long_draft_there_pays():
+    # A drafting row's attention over its context (vLLM on a CPU), once per row: equally
+    # good drafts, one row 64 tokens long, one 4k. One or two drafted tokens pay only in
+    # the short row; four pay in both, since the long row's context is priced once.
     cost = StepCost(fixed_s=0.02, per_seq_s=0.0, per_token_s=2e-4, per_kv_token_s=1e-6, per_draft_kv_token_s=2e-6)
-    assert allocate_drafts([0.6, 0.6], [4, 4], cost, [64, 4096]) == [4, 0]
+    assert allocate_drafts([0.6, 0.6], [1, 1], cost, [64, 4096]) == [1, 0]
+    assert allocate_drafts([0.6, 0.6], [2, 2], cost, [64, 4096]) == [2, 0]
+    assert allocate_drafts([0.6, 0.6], [4, 4], cost, [64, 4096]) == [4, 4]
     thresholds = first_draft_thresholds(cost, np.array([64, 4096]))
     assert thresholds[0] < 0.6 < thresholds[1]
     # Without the term both rows are alike.
     flat = dataclasses.replace(cost, per_draft_kv_token_s=0.0)
-    assert allocate_drafts([0.6, 0.6], [4, 4], flat, [64, 4096]) == [4, 4]
+    assert allocate_drafts([0.6, 0.6], [1, 1], flat, [64, 4096]) == [1, 1]
 
 
 def test_acceptance_estimate_learns_and_forgets():

@@ -18,8 +18,9 @@ def test_fit_recovers_a_linear_step_cost():
     samples = []
     for seqs, k, context in itertools.product((1, 4, 16, 64), (0, 3, 7), (32, 1024)):
         tokens, kv = seqs * (1 + k), seqs * context
-        secs = true.seconds(seqs, tokens, kv, k * kv) * rng.uniform(0.98, 1.02)
-        samples.append(StepSample(seqs, tokens, kv, k * kv, secs))
+        draft_kv = kv if k else 0  # every row drafts: their contexts, once each
+        secs = true.seconds(seqs, tokens, kv, draft_kv) * rng.uniform(0.98, 1.02)
+        samples.append(StepSample(seqs, tokens, kv, draft_kv, secs))
     fitted = fit_step_cost(samples)
     assert fitted is not None
     assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
@@ -32,7 +33,7 @@ def test_fit_keeps_a_small_kv_term_next_to_large_ones():
     # The published H100 fit: the KV coefficient is 1e5 times smaller than the fixed cost.
     true = StepCost(fixed_s=7.093e-3, per_seq_s=0.0, per_token_s=2.101e-5, per_kv_token_s=3.926e-8)
     samples = [
-        StepSample(seqs, seqs * (1 + k), seqs * context, k * seqs * context,
+        StepSample(seqs, seqs * (1 + k), seqs * context, seqs * context if k else 0,
                    true.seconds(seqs, seqs * (1 + k), seqs * context))
         for seqs, k, context in itertools.product((1, 16, 64, 256), (0, 4), (64, 2048))
     ]
@@ -66,7 +67,7 @@ def test_step_shapes_count_only_clean_decode_steps(monkeypatch: pytest.MonkeyPat
     shapes.finished({"a": 0, "b": 0}, {"a": 106, "b": 23})  # t=2.3
     got.append(shapes.started(["a", "c"], all_decoding=True))  # t=3.0: c is new since the last step
     shapes.finished({}, {})
-    assert got == [None, StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, num_draft_kv_tokens=3 * 100,
+    assert got == [None, StepSample(num_seqs=2, num_tokens=5, num_kv_tokens=120, num_draft_kv_tokens=100,
                                     seconds=0.5), None, None]
 
 
@@ -74,7 +75,7 @@ def test_fit_drops_steps_slowed_by_something_else():
     true = StepCost(fixed_s=0.055, per_seq_s=0.002, per_token_s=0.003, per_kv_token_s=0.0)
     rng = np.random.default_rng(2)
     samples = [
-        StepSample(seqs, seqs * (1 + k), seqs * context, k * seqs * context,
+        StepSample(seqs, seqs * (1 + k), seqs * context, seqs * context if k else 0,
                    true.seconds(seqs, seqs * (1 + k), seqs * context) * rng.uniform(0.95, 1.05))
         # Two contexts: with one, drafted tokens x context would be drafted tokens x 40.
         for seqs, k, context in itertools.product((1, 4, 16), (0, 4), (40, 400, 40, 400, 40))

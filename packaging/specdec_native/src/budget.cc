@@ -71,7 +71,7 @@ void allocate_drafts(const std::vector<int64_t>& lengths, const std::vector<doub
   double best_value = (rows + taken) / std::max(cost.seconds(num_rows, num_rows, num_kv, 0), 1e-12);
   for (size_t j = 1; j <= total; ++j) {
     taken = taken + gains[order[j - 1]];
-    draft_kv += contexts[row_of[order[j - 1]]];
+    if (pos_of[order[j - 1]] == 0) draft_kv += contexts[row_of[order[j - 1]]];  // a row's first drafted token
     double value = (rows + taken) /
                    std::max(cost.seconds(num_rows, num_rows + static_cast<int64_t>(j), num_kv, draft_kv), 1e-12);
     if (value > best_value) {

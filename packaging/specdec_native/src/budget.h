@@ -7,7 +7,7 @@
 namespace specdec {
 
 // t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
-//     + per_draft_kv_token * drafted tokens x their row's context (seconds).
+//     + per_draft_kv_token * the context of each row that drafts (seconds).
 struct StepCost {
   double fixed_s = 0.0;
   double per_seq_s = 0.0;

@@ -15,7 +15,7 @@ bool StepShapes::started(const std::vector<std::string>& present, bool all_decod
     for (size_t i = 0; i < ids_.size(); ++i) {
       tokens += 1 + drafts_[i];
       kv += contexts_[i];
-      draft_kv += drafts_[i] * contexts_[i];
+      if (drafts_[i] > 0) draft_kv += contexts_[i];
     }
   } else {
     std::unordered_map<std::string_view, size_t> index;
@@ -26,7 +26,7 @@ bool StepShapes::started(const std::vector<std::string>& present, bool all_decod
       if (it == index.end()) return false;  // new since the previous call
       tokens += 1 + drafts_[it->second];
       kv += contexts_[it->second];
-      draft_kv += drafts_[it->second] * contexts_[it->second];
+      if (drafts_[it->second] > 0) draft_kv += contexts_[it->second];
     }
   }
   out = StepShape{static_cast<int64_t>(present.size()), tokens, kv, draft_kv, now - last_end_};

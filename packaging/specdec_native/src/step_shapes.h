@@ -13,7 +13,7 @@ struct StepShape {
   int64_t num_seqs = 0;
   int64_t num_tokens = 0;     // rows + their draft tokens
   int64_t num_kv_tokens = 0;  // context the rows held before the forward
-  int64_t num_draft_kv_tokens = 0;  // each row's draft tokens x its context
+  int64_t num_draft_kv_tokens = 0;  // the context of each row that drafted
   double seconds = 0.0;
 };
 
