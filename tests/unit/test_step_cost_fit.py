@@ -77,7 +77,7 @@ def test_fit_drops_steps_slowed_by_something_else():
     samples = [
         StepSample(seqs, seqs * (1 + k), seqs * context, seqs * context if k else 0,
                    true.seconds(seqs, seqs * (1 + k), seqs * context) * rng.uniform(0.95, 1.05))
-        # Two contexts: with one, drafted tokens x context would be drafted tokens x 40.
+        # Two contexts: with one, a drafting row's context would be 40 x its drafting rows.
         for seqs, k, context in itertools.product((1, 4, 16), (0, 4), (40, 400, 40, 400, 40))
     ]
     # Five steps, batch 16 among them, held up 4-10x (another process had the cores).
