@@ -44,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable")
     p.add_argument("--check-engine", action="store_true",
                    help="replay with --cost: also measure the real engine on the same prompts at batch 1 and the "
-                        "largest batch size, in interleaved rounds, and print it beside the projection")
+                        "largest batch size, in interleaved rounds, and print it beside the projection; with cpu-calibrated, "
+                        "every round also measures the calibration again, and the projection is fitted to those")
     p.add_argument("--rounds", type=int, default=3,
                    help="vllm engine and --check-engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--step-breakdown", action="store_true",
@@ -173,7 +174,17 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     names = _method_names(args.methods, list(available), allowed=set(available))
     if "none" not in names:
         names.insert(0, "none")  # the speed-ups are against it
-    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in args.cost else None
+    wants_calibration = cost_models.CPU_CALIBRATED in args.cost
+    # The check measures first: its rounds' own calibrations give cpu-calibrated.
+    check = _check_engine(requests, warmup, names, ks, engine_cfg, wants_calibration, args) if args.check_engine else None
+    calibrated = None
+    if check is not None and wants_calibration:
+        calibrated = cost_models.from_samples(
+            cost_models.CPU_CALIBRATED, check.calibration_steps, check.calibration_prefills,
+            f"the check's {args.rounds} calibration(s), timed between its rounds: {len(check.calibration_steps)} "
+            f"steps and {len(check.calibration_prefills)} prefills")
+    elif wants_calibration:
+        calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks))
     costs = [cost_models.resolve(c, calibrated) for c in args.cost]
     for cost in costs:
         print(cost.describe())
@@ -181,13 +192,17 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
                       engine_cfg.max_model_len, progress=lambda line: print(line, flush=True))
     print()
     print(render_projection_table(records))
-    if args.check_engine:
-        _check_engine(records, requests, warmup, names, ks, engine_cfg, args)
+    if check is not None:
+        from specdec.bench.engine_check import render_check
+
+        for cost in dict.fromkeys(r.cost_model for r in records):
+            print()
+            print(render_check([r for r in records if r.cost_model == cost], check.measured))
     return records
 
 
-def _check_engine(records, requests, warmup, names, ks, engine_cfg: EngineConfig, args) -> None:
-    from specdec.bench.engine_check import measure, render_check
+def _check_engine(requests, warmup, names, ks, engine_cfg: EngineConfig, calibrate: bool, args):
+    from specdec.bench.engine_check import measure
     from specdec.bench.throughput import engine_methods
 
     if len(ks) != 1:
@@ -196,11 +211,8 @@ def _check_engine(records, requests, warmup, names, ks, engine_cfg: EngineConfig
     unknown = [n for n in names if n not in specs]
     if unknown:
         raise ConfigError(f"--check-engine: no real-engine method for {unknown}")
-    measured = measure({n: specs[n] for n in names}, engine_cfg, requests, warmup, _batch_sizes(args), args.rounds,
-                       progress=lambda line: print(line, flush=True))
-    for cost in dict.fromkeys(r.cost_model for r in records):
-        print()
-        print(render_check([r for r in records if r.cost_model == cost], measured))
+    return measure({n: specs[n] for n in names}, engine_cfg, requests, warmup, _batch_sizes(args), args.rounds,
+                   calibrate_k=ks[0] if calibrate else None, progress=lambda line: print(line, flush=True))
 
 
 def _batch_sizes(args) -> list[int]:

@@ -7,6 +7,11 @@ method gets a fresh engine in every round (the same options; specdec calibrates 
 on random prompts, never the checked ones, and the calibration is cached), warmed up on
 prompts that are not measured; one engine at a time, so the check fits beside other work in
 the machine's memory.
+With `calibrate_k`, every round also measures the budget's start-up calibration again
+(in the round's specdec engine, or in one started for it): `cpu-calibrated` is then fitted
+to the calibrations of the check's own rounds, so that it prices the machine as it ran
+during the check, not as it ran when the cached calibration was written (on a machine
+shared with other work that can be a third faster or slower).
 Batching as the simulator does it: at batch 1 one request at a time; at the engine's
 `max_num_seqs` all requests at once, vLLM keeping that many running and starting the next
 when one finishes.
@@ -20,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from specdec.bench.records import ProjectionRecord
+from specdec.budget import PrefillSample, StepSample
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.types import GenerationRequest, SamplingOptions
 
@@ -37,6 +43,13 @@ class Measured:
         return statistics.median(self.tokens_per_s)
 
 
+@dataclasses.dataclass
+class CheckRun:
+    measured: list[Measured]
+    calibration_steps: list[StepSample]  # every round's calibration (with `calibrate_k`)
+    calibration_prefills: list[PrefillSample]
+
+
 def check_batch_sizes(batch_sizes: Sequence[int]) -> None:
     """The engine reproduces the simulator's batching at 1 and at its max_num_seqs only."""
     extra = sorted(set(batch_sizes) - {1, max(batch_sizes)})
@@ -51,18 +64,36 @@ def measure(
     warmup: Sequence[GenerationRequest],
     batch_sizes: Sequence[int],
     rounds: int,
+    calibrate_k: int | None = None,
     progress: Callable[[str], None] = lambda _: None,
-) -> list[Measured]:
+) -> CheckRun:
     from specdec.engines.vllm_engine import VllmEngine
 
     check_batch_sizes(batch_sizes)
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     rates: dict[tuple[str, int], list[float]] = {(n, b): [] for n in methods for b in batch_sizes}
+    run = CheckRun([], [], [])
+    calibrating = next((n for n, s in methods.items() if s.method == "specdec" and s.budget), None)
+
+    def recalibrate(engine: VllmEngine, round_: int) -> None:
+        progress(f"check round {round_ + 1}: measuring the calibration again")
+        steps, prefills = engine.recalibrate()
+        run.calibration_steps += steps
+        run.calibration_prefills += prefills
+
     for round_ in range(rounds):
+        if calibrate_k is not None and calibrating is None:
+            engine = VllmEngine(cfg, SpecConfig(method="specdec", k_max=calibrate_k))
+            try:
+                recalibrate(engine, round_)
+            finally:
+                engine.close()
         for name, spec in methods.items():
             progress(f"check round {round_ + 1}: starting the {name} engine")
             engine = VllmEngine(cfg, spec)
             try:
+                if calibrate_k is not None and name == calibrating:
+                    recalibrate(engine, round_)
                 engine.generate(warmup, GREEDY)
                 for batch_size in batch_sizes:
                     rate = _tokens_per_s(engine, requests, batch_size)
@@ -70,7 +101,8 @@ def measure(
                     progress(f"check round {round_ + 1}: {name} batch {batch_size}: {rate:.1f} tokens/s")
             finally:
                 engine.close()
-    return [Measured(n, b, r) for (n, b), r in rates.items()]
+    run.measured = [Measured(n, b, r) for (n, b), r in rates.items()]
+    return run
 
 
 def _tokens_per_s(engine, requests: Sequence[GenerationRequest], batch_size: int) -> float:

@@ -72,11 +72,12 @@ def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[
 
 
 def calibrate(
-    llm: Any, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]
-) -> list[dict[str, float]]:
-    """Step-time samples for this engine (cached), loaded into the worker's budget."""
+    llm: Any, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str], fresh: bool = False
+) -> tuple[list[StepSample], list[PrefillSample]]:
+    """Step-time and prefill samples for this engine, loaded into the worker's budget: the
+    cached ones, or (none cached, or `fresh`) measured now and cached in their place."""
     path = calibration_path(engine, model_path, k_max, cpu_binding)
-    if path.exists():
+    if path.exists() and not fresh:
         measured = json.loads(path.read_text())
     else:
         measured = _measure(llm, engine, k_max)
@@ -85,13 +86,16 @@ def calibrate(
         tmp.write_text(json.dumps(measured))
         tmp.replace(path)
     llm.collective_rpc(vllm_proposer.load_calibration, args=(measured["steps"],))
-    return measured["steps"]
+    return _samples(measured)
 
 
 def read_calibration(path: Path) -> tuple[list[StepSample], list[PrefillSample]]:
     """A calibration file's decode-step samples and prefill samples."""
-    measured = json.loads(path.read_text())
-    return ([StepSample(**s) for s in measured["steps"]], [PrefillSample(**s) for s in measured["prefills"]])
+    return _samples(json.loads(path.read_text()))
+
+
+def _samples(measured: dict[str, list[dict[str, float]]]) -> tuple[list[StepSample], list[PrefillSample]]:
+    return [StepSample(**s) for s in measured["steps"]], [PrefillSample(**s) for s in measured["prefills"]]
 
 
 def _measure(llm: Any, engine: EngineConfig, k_max: int) -> dict[str, list[dict[str, float]]]:
@@ -102,6 +106,7 @@ def _measure(llm: Any, engine: EngineConfig, k_max: int) -> dict[str, list[dict[
     vocab = llm.get_tokenizer().vocab_size
     rng = np.random.default_rng(0)
     params = SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
+    llm.collective_rpc(vllm_proposer.load_calibration, args=([],))  # a fresh set, not added to an older one
     samples: list[list[dict[str, float]]] = [[]]
     prefills = []
     for size, forced_k, prompt_tokens in calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len):

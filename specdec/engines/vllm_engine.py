@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from specdec.budget import PrefillSample, StepSample
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import calibration, cpu_threads, onednn_cache, processes, step_profile, vllm_proposer
 from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
@@ -112,6 +113,15 @@ class VllmEngine:
                 log.info("speculation budget step cost: %s", self.step_cost())
         if record_steps:
             self.llm.collective_rpc(step_profile.start_recording)
+
+    def recalibrate(self) -> tuple[list[StepSample], list[PrefillSample]]:
+        """Measures the budget's start-up calibration again, now, and runs on it (it replaces
+        the cached one): a machine shared with other work can run 10-50 % slower or faster
+        than when the cache was written (specdec with budget only)."""
+        if self.spec.method != "specdec" or not self.spec.budget:
+            raise ConfigError(f"{self.spec.method}: only specdec with its budget calibrates")
+        return calibration.calibrate(self.llm, self.engine_config, self.model_path, self.spec.k_max,
+                                     self.cpu_binding, fresh=True)
 
     def take_step_records(self) -> list[step_profile.StepRecord]:
         """The steps recorded since the last call (engine started with `record_steps`)."""

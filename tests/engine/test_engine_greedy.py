@@ -103,3 +103,20 @@ def test_budget_engine_is_calibrated(speculative):
     # Verifying draft tokens takes time on any hardware (on its own, or as attention over
     # its row's context): a fit saying otherwise is broken.
     assert cost["per_token_s"] + 100 * cost["per_draft_kv_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0
+
+
+def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory):
+    from specdec.engines import calibration
+
+    engine = engine_factory("specdec", k_max=K_MAX)
+    cfg = engine.engine_config
+    steps, prefills = engine.recalibrate()
+    runs = calibration.calibration_runs(cfg.max_num_seqs, K_MAX, cfg.max_model_len)
+    assert len(prefills) == len(runs)
+    # a new set in place of the loaded one, not added to it: at most one sample per decode step
+    assert len(runs) <= len(steps) <= len(runs) * (calibration.STEPS - 1)
+    forced = {s.num_tokens // s.num_seqs - 1 for s in steps if s.num_tokens % s.num_seqs == 0}
+    assert forced >= {0, K_MAX}  # steps without drafts and with k_max forced on every row
+    path = calibration.calibration_path(cfg, engine.model_path, K_MAX, engine.cpu_binding)
+    assert calibration.read_calibration(path) == (steps, prefills)
+    assert engine.step_cost() is not None

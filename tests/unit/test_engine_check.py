@@ -5,6 +5,7 @@ import pytest
 
 from specdec.bench import engine_check
 from specdec.bench.records import ProjectionRecord
+from specdec.budget import PrefillSample, StepSample
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.types import GenerationRequest, GenerationResult
 
@@ -28,18 +29,26 @@ class StandInEngine:
     def reset_prefix_cache(self) -> None:
         StandInEngine.calls.append((self.spec.method, -1))
 
+    def recalibrate(self):
+        StandInEngine.calls.append((self.spec.method, -2))
+        return [StepSample(1, 1, 8, 0, 0.02)], [PrefillSample(1, 8, 0.01)]
+
     def close(self) -> None:
         self.closed = True
 
 
-def test_rounds_are_interleaved_and_batches_run_as_the_simulator_runs_them(monkeypatch):
+@pytest.fixture
+def stand_in(monkeypatch):
     from specdec.engines import vllm_engine
 
     monkeypatch.setattr(vllm_engine, "VllmEngine", StandInEngine)
     StandInEngine.calls, StandInEngine.started = [], []
+
+
+def test_rounds_are_interleaved_and_batches_run_as_the_simulator_runs_them(stand_in):
     requests = [GenerationRequest(f"p{i}", [1, 2], 3) for i in range(4)]
     methods = {"none": SpecConfig(method="none"), "specdec": SpecConfig(method="specdec")}
-    measured = engine_check.measure(methods, EngineConfig(max_model_len=64), requests, requests[:1], [1, 4], rounds=2)
+    run = engine_check.measure(methods, EngineConfig(max_model_len=64), requests, requests[:1], [1, 4], rounds=2)
     # a fresh engine per method and round, one at a time, each closed before the next starts
     assert [e.spec.method for e in StandInEngine.started] == ["none", "specdec"] * 2
     assert all(e.cfg.max_num_seqs == 4 and e.closed for e in StandInEngine.started)
@@ -48,8 +57,32 @@ def test_rounds_are_interleaved_and_batches_run_as_the_simulator_runs_them(monke
     one_round = [c for m in ("none", "specdec") for c in [(m, 1), (m, 0), (m, -1)] + [(m, 1)] * 4
                  + [(m, 0), (m, -1), (m, 4)]]
     assert StandInEngine.calls == one_round * 2
-    assert sorted((m.method, m.batch_size, len(m.tokens_per_s)) for m in measured) == [
+    assert sorted((m.method, m.batch_size, len(m.tokens_per_s)) for m in run.measured) == [
         ("none", 1, 2), ("none", 4, 2), ("specdec", 1, 2), ("specdec", 4, 2)]
+    assert run.calibration_steps == [] and run.calibration_prefills == []  # no calibrate_k: none measured
+
+
+def test_every_round_measures_the_calibration_again_in_its_specdec_engine(stand_in):
+    requests = [GenerationRequest(f"p{i}", [1, 2], 3) for i in range(2)]
+    methods = {"none": SpecConfig(method="none"), "specdec": SpecConfig(method="specdec", k_max=3)}
+    run = engine_check.measure(methods, EngineConfig(max_model_len=64), requests, requests[:1], [1, 2], rounds=3,
+                               calibrate_k=3)
+    assert [e.spec.method for e in StandInEngine.started] == ["none", "specdec"] * 3  # no extra engine
+    specdec_calls = [c for c in StandInEngine.calls if c[0] == "specdec"]
+    assert specdec_calls.count(("specdec", -2)) == 3
+    # measured after the engine starts, before its warm-up and measurements
+    assert all(specdec_calls[i] == ("specdec", -2) for i in range(0, len(specdec_calls), len(specdec_calls) // 3))
+    assert len(run.calibration_steps) == 3 and len(run.calibration_prefills) == 3
+
+
+def test_without_a_specdec_method_each_round_starts_one_to_calibrate(stand_in):
+    requests = [GenerationRequest(f"p{i}", [1, 2], 3) for i in range(2)]
+    run = engine_check.measure({"none": SpecConfig(method="none")}, EngineConfig(max_model_len=64), requests,
+                               requests[:1], [1, 2], rounds=2, calibrate_k=4)
+    started = [(e.spec.method, e.spec.k_max) for e in StandInEngine.started]
+    assert started == [("specdec", 4), ("none", SpecConfig().k_max)] * 2
+    assert all(e.closed for e in StandInEngine.started)
+    assert len(run.calibration_steps) == 2
 
 
 def test_check_refuses_batch_sizes_the_engine_cannot_reproduce():
