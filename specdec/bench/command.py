@@ -181,7 +181,7 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     if check is not None and wants_calibration:
         calibrated = cost_models.from_samples(
             cost_models.CPU_CALIBRATED, check.calibration_steps, check.calibration_prefills,
-            f"the check's {args.rounds} calibration(s), timed between its rounds: {len(check.calibration_steps)} "
+            f"the check's {args.rounds} calibration(s), timed in its rounds: {len(check.calibration_steps)} "
             f"steps and {len(check.calibration_prefills)} prefills")
     elif wants_calibration:
         calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks))

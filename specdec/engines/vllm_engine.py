@@ -116,7 +116,7 @@ class VllmEngine:
 
     def recalibrate(self) -> tuple[list[StepSample], list[PrefillSample]]:
         """Measures the budget's start-up calibration again, now, and runs on it (it replaces
-        the cached one): a machine shared with other work can run 10-50 % slower or faster
+        the cached one): a machine shared with other work can run a third slower or faster
         than when the cache was written (specdec with budget only)."""
         if self.spec.method != "specdec" or not self.spec.budget:
             raise ConfigError(f"{self.spec.method}: only specdec with its budget calibrates")
