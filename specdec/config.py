@@ -106,6 +106,11 @@ class SpecConfig:
     def speculative(self) -> bool:
         return self.method != "none"
 
+    @property
+    def budgeted(self) -> bool:
+        """specdec with its batch budget: the one method whose engine calibrates."""
+        return self.method == "specdec" and self.budget
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -73,7 +73,7 @@ def measure(
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     rates: dict[tuple[str, int], list[float]] = {(n, b): [] for n in methods for b in batch_sizes}
     run = CheckRun([], [], [])
-    calibrating = next((n for n, s in methods.items() if s.method == "specdec" and s.budget), None)
+    calibrating = next((n for n, s in methods.items() if s.budgeted), None)
 
     def recalibrate(engine: VllmEngine, round_: int) -> None:
         progress(f"check round {round_ + 1}: measuring the calibration again")

@@ -118,7 +118,7 @@ class VllmEngine:
         """Measures the budget's start-up calibration again, now, and runs on it (it replaces
         the cached one): a machine shared with other work can run a third slower or faster
         than when the cache was written (specdec with budget only)."""
-        if self.spec.method != "specdec" or not self.spec.budget:
+        if not self.spec.budgeted:
             raise ConfigError(f"{self.spec.method}: only specdec with its budget calibrates")
         return calibration.calibrate(self.llm, self.engine_config, self.model_path, self.spec.k_max,
                                      self.cpu_binding, fresh=True)
@@ -129,7 +129,7 @@ class VllmEngine:
 
     def step_cost(self) -> dict[str, float] | None:
         """The batch budget's current step-cost model (specdec with budget only)."""
-        if self.spec.method != "specdec" or not self.spec.budget:
+        if not self.spec.budgeted:
             return None
         return self.llm.collective_rpc(vllm_proposer.step_cost)[0]
 

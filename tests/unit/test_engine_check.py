@@ -70,8 +70,8 @@ def test_every_round_measures_the_calibration_again_in_its_specdec_engine(stand_
     assert [e.spec.method for e in StandInEngine.started] == ["none", "specdec"] * 3  # no extra engine
     specdec_calls = [c for c in StandInEngine.calls if c[0] == "specdec"]
     assert specdec_calls.count(("specdec", -2)) == 3
-    # measured after the engine starts, before its warm-up and measurements
-    assert all(specdec_calls[i] == ("specdec", -2) for i in range(0, len(specdec_calls), len(specdec_calls) // 3))
+    # each round's specdec engine calibrates first, before its warm-up and measurements
+    assert specdec_calls[:: len(specdec_calls) // 3] == [("specdec", -2)] * 3
     assert len(run.calibration_steps) == 3 and len(run.calibration_prefills) == 3
 
 
