@@ -245,7 +245,8 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
               f"{len(measured)} at once (use --limit {max(batch_sizes) + 2} or more)")
     folder = resolve_model(engine_cfg.model)
     memory = engine_memory.plan(
-        len(names) + len(variants), max(batch_sizes), max(len(r.prompt_token_ids) + r.max_tokens for r in measured),
+        _num_engines(names) + len(variants), max(batch_sizes),
+        max(len(r.prompt_token_ids) + r.max_tokens for r in measured),
         kv_bytes_per_token(folder, engine_cfg.dtype), engine_cfg.kv_cache_gib, engine_memory.weights_gib(folder),
         engine_memory.available_gib())
     print(memory.describe(), flush=True)
@@ -265,12 +266,24 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     return records
 
 
+def _num_engines(names: list[str]) -> int:
+    """Engines the methods need: an in-engine baseline shares its method's engine."""
+    from specdec.bench.rounds import NO_DRAFTS
+
+    return sum(1 for n in names if NO_DRAFTS.get(n) not in names)
+
+
 def _spin_count_variants(names: list[str], counts: str | None) -> dict[str, tuple[str, dict[str, str]]]:
     """`METHOD[gomp-spin=N]` for every method and count: the method, and the variable its
     engines start with."""
+    from specdec.bench.rounds import NO_DRAFTS
     from specdec.engines.cpu_threads import SPIN_ENV
 
     values = [c.strip() for c in counts.split(",") if c.strip()] if counts else []
+    shared = sorted(NO_DRAFTS.keys() & set(names))
+    if values and shared:
+        raise ConfigError(f"--gomp-spin-counts: {shared} runs on another method's engine, which has no "
+                          "spin-count variants")
     bad = [v for v in values if not v.isdigit()]
     if bad:
         raise ConfigError(f"--gomp-spin-counts takes whole numbers, not {bad}")

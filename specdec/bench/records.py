@@ -34,6 +34,10 @@ class BenchRecord:
     decode_speedup_vs_none: float | None = None
     decode_speedup_min: float | None = None
     decode_speedup_max: float | None = None
+    # Decode, to the same engine with drafting off in the same round (`specdec[no-drafts]`).
+    decode_speedup_vs_no_drafts: float | None = None
+    decode_speedup_vs_no_drafts_min: float | None = None
+    decode_speedup_vs_no_drafts_max: float | None = None
 
     @classmethod
     def from_stats(cls, total: Totals, **fields) -> "BenchRecord":

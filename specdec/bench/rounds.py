@@ -16,6 +16,11 @@ REFERENCE = "none"
 # Methods whose cross-request state lives inside vLLM, out of our reach: a fresh engine for
 # every measurement is the only way to start each one cold.
 UNRESETTABLE = frozenset({"suffix"})
+# In-engine baselines: a method measured on another method's engine with drafting switched
+# off. The ratio of the two in the same round is what drafting is worth with the engine
+# start held fixed (at batch 64 on a 2-core CPU, one engine start ran 10 % slower than
+# another for a whole run, which a ratio between two engines cannot tell from drafting).
+NO_DRAFTS = {"specdec[no-drafts]": "specdec"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +94,9 @@ class Summary:
     prefill_s: float  # median
     decode_ratio: Spread | None  # to none in the same round; None without none
     ratio: Spread | None
+    # Decode, to this method's own engine with drafting off (NO_DRAFTS) in the same round;
+    # None where that was not measured.
+    decode_ratio_to_no_drafts: Spread | None = None
 
 
 def summarize(timings: Sequence[Timing]) -> list[Summary]:
@@ -97,10 +105,11 @@ def summarize(timings: Sequence[Timing]) -> list[Summary]:
     by_key: dict[tuple[str, int], list[Timing]] = {}
     for t in timings:
         by_key.setdefault((t.method, t.batch_size), []).append(t)
+    twins = {host: twin for twin, host in NO_DRAFTS.items()}
     summaries = []
     for (method, batch_size), runs in by_key.items():
-        base = {t.round: t for t in by_key.get((REFERENCE, batch_size), [])}
-        paired = [(t, base[t.round]) for t in runs if t.round in base]
+        paired = _same_round(runs, by_key.get((REFERENCE, batch_size), []))
+        off = _same_round(runs, by_key.get((twins.get(method, ""), batch_size), []))
         summaries.append(Summary(
             method, batch_size, len(runs),
             Spread.of([t.decode_tokens_per_s for t in runs]),
@@ -108,5 +117,11 @@ def summarize(timings: Sequence[Timing]) -> list[Summary]:
             statistics.median(t.prefill_s for t in runs),
             Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in paired]) if paired else None,
             Spread.of([t.tokens_per_s / n.tokens_per_s for t, n in paired]) if paired else None,
+            Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in off]) if off else None,
         ))
     return summaries
+
+
+def _same_round(runs: Sequence[Timing], others: Sequence[Timing]) -> list[tuple[Timing, Timing]]:
+    base = {t.round: t for t in others}
+    return [(t, base[t.round]) for t in runs if t.round in base]

@@ -16,6 +16,10 @@ snapshot) and only then does the decode clock start. Greedy outputs are compared
 `--gomp-spin-counts`, every method also runs on engines with other libgomp spin counts
 (e.g. `none[gomp-spin=300000]`, libgomp's default), side by side with ours.
 
+`specdec[no-drafts]` runs on `specdec`'s engine (its own where `specdec` is not measured)
+with drafting switched off: the ratio of the two in a round is what drafting is worth on one
+engine start, free of the start-to-start spread that a ratio to `none`'s engine carries.
+
 `specdec[warm]` measures the persisted-cache mode (what a nightly run gains from the cache
 file the previous night saved): its engine first generates a disjoint set of prompts, which
 saves the cache file, and every measurement then starts from a copy of that file.
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from specdec.bench.records import BenchRecord
-from specdec.bench.rounds import UNRESETTABLE, Timing, schedule
+from specdec.bench.rounds import NO_DRAFTS, UNRESETTABLE, Timing, schedule
 from specdec.bench.step_breakdown import StepWindow
 from specdec.bench.throughput_report import make_records
 from specdec.config import EngineConfig, SpecConfig
@@ -54,6 +58,8 @@ def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConf
         "suffix": SpecConfig(method="suffix", k_max=k),
         "specdec": SpecConfig(method="specdec", k_max=k),
         "specdec[no-budget]": SpecConfig(method="specdec", k_max=k, budget=False),
+        # Measured on specdec's engine (where specdec is measured too) with drafting off.
+        "specdec[no-drafts]": SpecConfig(method="specdec", k_max=k),
         # The cache file lives in a folder of the bench's own (see run_rounds).
         "specdec[warm]": SpecConfig(method="specdec", k_max=k, cache_file=WARM_CACHE_NAME),
     }
@@ -140,17 +146,18 @@ def run_rounds(
     with contextlib.ExitStack() as stack:
         slots = {name: MethodEngine(name, stack.enter_context(_private_cache_file(spec)), cfg, warmup, warm_from,
                                     record_steps=step_windows is not None, env=(engine_env or {}).get(name))
-                 for name, spec in methods.items()}
+                 for name, spec in methods.items() if NO_DRAFTS.get(name) not in methods}
         for slot in slots.values():
             stack.callback(slot.close)
+        slots |= {name: slots[host] for name, host in NO_DRAFTS.items() if name in methods and host in methods}
         steps = schedule(list(methods), batch_sizes, rounds, all_alive)
         for i, step in enumerate(steps):
             if not all_alive:  # one engine at a time, each started afresh every round
-                for other in slots.values():
-                    if other.name != step.method or (i and steps[i - 1].round != step.round):
+                for other in set(slots.values()):
+                    if other is not slots[step.method] or (i and steps[i - 1].round != step.round):
                         other.close()
             batch = prompts_for_batch(requests, step.batch_size, min_prompts)
-            timing, out, window = measure(slots[step.method], batch, step.round, step.batch_size)
+            timing, out, window = measure(slots[step.method], batch, step.round, step.batch_size, step.method)
             timings.append(timing)
             if step_windows is not None and window is not None:
                 step_windows.append(window)
@@ -160,19 +167,21 @@ def run_rounds(
             if step.method in UNRESETTABLE and not any(s.method == step.method for s in steps[i + 1:]):
                 slots[step.method].close()
         for name, slot in slots.items():
-            cost = slot.engine.step_cost() if slot.engine is not None else None
+            cost = slot.engine.step_cost() if slot.engine is not None and slot.name == name else None
             if cost is not None:
                 progress(f"{name}: budget step cost {_format_cost(cost)}")
         starts = {name: slot.starts for name, slot in slots.items()}
     return make_records(methods, timings, results, dataset, all_alive, starts, len(warm_from))
 
 
-def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int, batch_size: int
+def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int, batch_size: int, method: str
             ) -> tuple[Timing, list[GenerationResult], StepWindow | None]:
-    """From an empty prefix cache, the prefill pass (max_tokens=1: every prompt then in the
-    prefix cache), the cross-request cache back to its start, then the timed decode pass (and
-    its steps, where the engine records them)."""
+    """`method` on `slot`'s engine: from an empty prefix cache, the prefill pass
+    (max_tokens=1: every prompt then in the prefix cache), the cross-request cache back to
+    its start, then the timed decode pass (and its steps, where the engine records them)."""
     engine = slot.ready()
+    if slot.spec.method == "specdec":
+        engine.set_drafting(method not in NO_DRAFTS)
     engine.reset_prefix_cache()  # else a second batch size or round would prefill for free
     started = time.perf_counter()
     engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)
@@ -185,10 +194,10 @@ def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int,
     ended = time.perf_counter()
     window = None
     if slot.record_steps:
-        window = StepWindow(round_, slot.name, batch_size, started, ended, len(batch),
+        window = StepWindow(round_, method, batch_size, started, ended, len(batch),
                             tuple(engine.take_step_records()))
     tokens = sum(len(r.output_token_ids) for r in results)
-    return Timing(round_, slot.name, batch_size, tokens, prefill_s, ended - started), results, window
+    return Timing(round_, method, batch_size, tokens, prefill_s, ended - started), results, window
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ def make_records(
         spec = methods[s.method]
         runs = results[(s.method, s.batch_size)]
         total = ShardStats.aggregate(r.stats for r in runs)
-        decode, e2e = s.decode_ratio, s.ratio
+        decode, e2e, own = s.decode_ratio, s.ratio, s.decode_ratio_to_no_drafts
         records.append(BenchRecord.from_stats(
             total,
             method=s.method,
@@ -52,6 +52,9 @@ def make_records(
             decode_speedup_vs_none=decode.median if decode else None,
             decode_speedup_min=decode.low if decode else None,
             decode_speedup_max=decode.high if decode else None,
+            decode_speedup_vs_no_drafts=own.median if own else None,
+            decode_speedup_vs_no_drafts_min=own.low if own else None,
+            decode_speedup_vs_no_drafts_max=own.high if own else None,
         ))
     return records
 
@@ -89,6 +92,11 @@ def render_table(records: Sequence[BenchRecord]) -> str:
     rounds = "/".join(sorted({str(r.rounds) for r in records}))
     lines.append(f"medians over {rounds} interleaved round(s); "
                  "ratios to none in the same round; decode: prompts already prefilled")
+    for r in records:
+        if r.decode_speedup_vs_no_drafts is not None:
+            lines.append(f"{r.method} batch {r.batch_size}: decode {r.decode_speedup_vs_no_drafts:.3f}x its own engine "
+                         f"with drafting off in the same round ({r.decode_speedup_vs_no_drafts_min:.3f}-"
+                         f"{r.decode_speedup_vs_no_drafts_max:.3f})")
     return "\n".join(lines)
 
 

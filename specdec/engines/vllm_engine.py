@@ -138,6 +138,14 @@ class VllmEngine:
         if self.spec.method == "specdec":
             self.llm.collective_rpc(vllm_proposer.reset_proposer)
 
+    def set_drafting(self, enabled: bool) -> None:
+        """Draft (the default) or run with no drafts at all: specdec's proposer then returns
+        nothing without calling its controller, so the engine runs as `none` would, with the
+        same processes and memory (the bench's in-engine baseline)."""
+        if self.spec.method != "specdec":
+            raise ConfigError(f"{self.spec.method}: only specdec's drafting can be switched off")
+        self.llm.collective_rpc(vllm_proposer.set_drafting, args=(enabled,))
+
     def reset_prefix_cache(self) -> None:
         """Drop vLLM's prefix cache (between calls, no request running): the next prompts are
         prefilled anew, as on a fresh engine."""

@@ -46,6 +46,7 @@ class SpecdecVllmProposer:
         self.budget = False
         self.timer = StepTimer()
         self.forced_k: int | None = None  # calibration: draft exactly this many tokens
+        self.drafting = True  # off: no drafts and no controller call (the bench's in-engine baseline)
 
     def load_model(self, target_model: Any) -> None:
         """No draft model to load."""
@@ -67,7 +68,7 @@ class SpecdecVllmProposer:
         **_: Any,
     ) -> list[list[int]]:
         controller = self.controller
-        if controller is None:  # warm-up before binding: no drafts
+        if controller is None or not self.drafting:  # warm-up before binding, or drafting off
             return [[] for _ in sampled_token_ids]
         budget = self.budget
         drafts, sample = controller.engine_step(self.input_batch.req_ids, sampled_token_ids, num_tokens_no_spec,
@@ -110,6 +111,16 @@ def reset_proposer(worker: Any) -> bool:
     if drafter is None or drafter.controller is None:
         return False
     drafter.controller = make_controller(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
+    return True
+
+
+def set_drafting(worker: Any, enabled: bool) -> bool:
+    """Draft (the default) or propose nothing at all from the next step on; False: no
+    specdec drafter in this worker."""
+    drafter = _drafter(worker)
+    if drafter is None:
+        return False
+    drafter.drafting = enabled
     return True
 
 

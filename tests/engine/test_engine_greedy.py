@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.config import SpecConfig
+from specdec.config import ConfigError, SpecConfig
 from specdec.engines.replay import ReplayRequest, replay
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, SamplingOptions
@@ -77,6 +77,23 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
         assert sim.per_step_accepted == real.per_step_accepted, real.id
         assert sim.stats.num_accepted_tokens == real.stats.num_accepted_tokens
         assert sim.stats.k_histogram == real.stats.k_histogram, real.id
+
+
+def test_drafting_switched_off_runs_without_drafts_and_back_on_drafts_again(engine_factory, requests, plain):
+    engine = engine_factory("specdec", k_max=K_MAX, budget=False)  # no budget: drafts whatever the step costs
+    subset = requests[:4]
+    engine.reset_proposer()
+    try:
+        engine.set_drafting(False)
+        off = engine.generate(subset, GREEDY)
+    finally:
+        engine.set_drafting(True)
+    assert sum(r.stats.num_draft_tokens for r in off) == 0
+    assert [r.output_token_ids for r in off] == [r.output_token_ids for r in plain[:4]]
+    engine.reset_proposer()
+    assert sum(r.stats.num_draft_tokens for r in engine.generate(subset, GREEDY)) > 0
+    with pytest.raises(ConfigError, match="only specdec"):
+        engine_factory("none").set_drafting(False)
 
 
 def test_per_request_stats_reconcile_with_vllm_counters(speculative):

@@ -54,6 +54,9 @@ class RecordingEngine:
         path = Path(self.spec.cache_file) if self.spec.cache_file else None
         return path.read_text().split("\n") if path is not None and path.exists() else []
 
+    def set_drafting(self, enabled: bool) -> None:
+        RecordingEngine.log.append((self.serial, "drafting", enabled))
+
     def reset_prefix_cache(self) -> None:
         RecordingEngine.log.append((self.serial, "reset_prefix_cache"))
 

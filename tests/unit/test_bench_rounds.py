@@ -98,10 +98,11 @@ def test_prompts_are_prefilled_and_the_cache_reset_before_the_clock(monkeypatch)
         events = [e[1:] for e in RecordingEngine.log if e[0] == engine.serial]
         assert events[:2] == [("start",), ("generate", 1, 4)]  # warmed up on other prompts
         measured = events[2:-1]
-        # each measurement: an empty prefix cache, the prefill pass (max_tokens=1), a cold
-        # cross-request cache, then the timed pass
-        assert measured == [("reset_prefix_cache",), ("generate", 8, 1), ("reset",), ("generate", 8, 4),
-                            ("reset_prefix_cache",), ("generate", 16, 1), ("reset",), ("generate", 16, 4)] * 2
+        # each measurement: drafting on, an empty prefix cache, the prefill pass
+        # (max_tokens=1), a cold cross-request cache, then the timed pass
+        assert measured == [("drafting", True), ("reset_prefix_cache",), ("generate", 8, 1), ("reset",),
+                            ("generate", 8, 4), ("drafting", True), ("reset_prefix_cache",), ("generate", 16, 1),
+                            ("reset",), ("generate", 16, 4)] * 2
         # the timed pass never drafts from earlier measured prompts (nor the prefill's outputs)
         assert all(cache == [] for cache in engine.cache_at_reset)
     assert [(r.method, r.batch_size, r.num_requests, r.rounds) for r in records] == [
@@ -136,3 +137,39 @@ def test_warm_method_starts_every_measurement_from_one_snapshot(monkeypatch):
     assert not Path(engine.spec.cache_file).parent.exists()  # the bench's own folder is cleaned up
     with pytest.raises(ValueError, match="needs prompts"):
         _run(monkeypatch, ["specdec[warm]"], all_alive=True)
+
+
+def test_the_no_drafts_baseline_runs_on_specdecs_own_engine_with_drafting_off(monkeypatch):
+    names = ["none", "specdec", "specdec[no-drafts]"]
+    records = _run(monkeypatch, names, all_alive=True)
+    assert [e.spec.method for e in RecordingEngine.started] == ["none", "specdec"]  # no engine of its own
+    specdec = RecordingEngine.started[1].serial
+    switches = [e[2] for e in RecordingEngine.log if e[:2] == (specdec, "drafting")]
+    assert sorted(switches) == [False] * 4 + [True] * 4  # 2 rounds x 2 batch sizes each
+    by_method = {(r.method, r.batch_size): r for r in records}
+    for b in (1, 16):
+        ours = by_method[("specdec", b)]
+        assert ours.decode_speedup_vs_no_drafts_min <= ours.decode_speedup_vs_no_drafts <= ours.decode_speedup_vs_no_drafts_max
+        assert by_method[("specdec[no-drafts]", b)].decode_speedup_vs_no_drafts is None
+        assert by_method[("none", b)].decode_speedup_vs_no_drafts is None
+    assert "specdec batch 16: decode" in render_table(records) and "drafting off" in render_table(records)
+    # one engine at a time: specdec's engine serves both within a round, started once per round
+    _run(monkeypatch, names, all_alive=False)
+    assert [e.spec.method for e in RecordingEngine.started] == ["none", "specdec", "specdec", "none"]
+
+
+def test_the_no_drafts_baseline_without_specdec_gets_an_engine_of_its_own(monkeypatch):
+    _run(monkeypatch, ["none", "specdec[no-drafts]"], all_alive=True)
+    [_, own] = RecordingEngine.started
+    assert own.spec.method == "specdec"
+    assert {e[2] for e in RecordingEngine.log if e[:2] == (own.serial, "drafting")} == {False}
+
+
+def test_drafting_is_set_against_its_own_engine_with_drafting_off_in_the_same_round():
+    timings = [Timing(0, "specdec", 1, 100, 1.0, 5.0), Timing(0, "specdec[no-drafts]", 1, 100, 1.0, 10.0),
+               Timing(1, "specdec", 1, 100, 1.0, 30.0), Timing(1, "specdec[no-drafts]", 1, 100, 1.0, 20.0),
+               Timing(2, "specdec", 1, 100, 1.0, 8.0)]  # round 2 has no baseline: not paired
+    ours, off = summarize(timings)
+    ratio = ours.decode_ratio_to_no_drafts
+    assert (ratio.median, ratio.low, ratio.high) == (pytest.approx(1.3333333), pytest.approx(2 / 3), 2.0)
+    assert off.decode_ratio_to_no_drafts is None and ours.decode_ratio is None  # no none measured
