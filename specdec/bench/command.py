@@ -268,9 +268,9 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
 
 def _num_engines(names: list[str]) -> int:
     """Engines the methods need: an in-engine baseline shares its method's engine."""
-    from specdec.bench.rounds import NO_DRAFTS
+    from specdec.bench.rounds import engine_owner
 
-    return sum(1 for n in names if NO_DRAFTS.get(n) not in names)
+    return len({engine_owner(n, names) for n in names})
 
 
 def _spin_count_variants(names: list[str], counts: str | None) -> dict[str, tuple[str, dict[str, str]]]:

@@ -23,6 +23,13 @@ UNRESETTABLE = frozenset({"suffix"})
 NO_DRAFTS = {"specdec[no-drafts]": "specdec"}
 
 
+def engine_owner(method: str, methods: Sequence[str]) -> str:
+    """The method whose engine `method` is measured on: its own, or for an in-engine
+    baseline its host's where the host is measured too."""
+    host = NO_DRAFTS.get(method)
+    return host if host in methods else method
+
+
 @dataclasses.dataclass(frozen=True)
 class Step:
     round: int  # from 0

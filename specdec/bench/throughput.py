@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from specdec.bench.records import BenchRecord
-from specdec.bench.rounds import NO_DRAFTS, UNRESETTABLE, Timing, schedule
+from specdec.bench.rounds import NO_DRAFTS, UNRESETTABLE, Timing, engine_owner, schedule
 from specdec.bench.step_breakdown import StepWindow
 from specdec.bench.throughput_report import make_records
 from specdec.config import EngineConfig, SpecConfig
@@ -87,6 +87,7 @@ class MethodEngine:
         self.record_steps = record_steps
         self.env = env or {}  # environment variables its engines start with
         self.engine: Any = None
+        self.drafting = True  # every engine starts drafting; switched only for an in-engine baseline
         self.measured = False  # since the engine started: an unresettable cache is then dirty
         self.snapshot = Path(spec.cache_file + ".saved") if spec.cache_file else None
         self.starts = 0
@@ -100,11 +101,19 @@ class MethodEngine:
 
             with cpu_threads.environment(self.env):
                 self.engine = VllmEngine(self.engine_cfg, self.spec, record_steps=self.record_steps)
+            self.drafting = True
             self.starts += 1
             self.engine.generate(self.warmup, GREEDY)
             if self.snapshot is not None and not self.snapshot.exists():
                 _save_warm_cache(self.engine, self.spec.cache_file, self.warm_from, self.snapshot)
         return self.engine
+
+    def set_drafting(self, enabled: bool) -> None:
+        """Drafting on or off for the next measurement (one call to the engine, and only
+        where it changes)."""
+        if enabled != self.drafting:
+            self.engine.set_drafting(enabled)
+            self.drafting = enabled
 
     def start_cold(self) -> None:
         """Cross-request cache back to the start: cold, or the `specdec[warm]` snapshot (the
@@ -146,10 +155,10 @@ def run_rounds(
     with contextlib.ExitStack() as stack:
         slots = {name: MethodEngine(name, stack.enter_context(_private_cache_file(spec)), cfg, warmup, warm_from,
                                     record_steps=step_windows is not None, env=(engine_env or {}).get(name))
-                 for name, spec in methods.items() if NO_DRAFTS.get(name) not in methods}
+                 for name, spec in methods.items() if engine_owner(name, list(methods)) == name}
         for slot in slots.values():
             stack.callback(slot.close)
-        slots |= {name: slots[host] for name, host in NO_DRAFTS.items() if name in methods and host in methods}
+        slots |= {name: slots[engine_owner(name, list(methods))] for name in methods}
         steps = schedule(list(methods), batch_sizes, rounds, all_alive)
         for i, step in enumerate(steps):
             if not all_alive:  # one engine at a time, each started afresh every round
@@ -180,8 +189,7 @@ def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int,
     (max_tokens=1: every prompt then in the prefix cache), the cross-request cache back to
     its start, then the timed decode pass (and its steps, where the engine records them)."""
     engine = slot.ready()
-    if slot.spec.method == "specdec":
-        engine.set_drafting(method not in NO_DRAFTS)
+    slot.set_drafting(method not in NO_DRAFTS)
     engine.reset_prefix_cache()  # else a second batch size or round would prefill for free
     started = time.perf_counter()
     engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)

@@ -98,11 +98,10 @@ def test_prompts_are_prefilled_and_the_cache_reset_before_the_clock(monkeypatch)
         events = [e[1:] for e in RecordingEngine.log if e[0] == engine.serial]
         assert events[:2] == [("start",), ("generate", 1, 4)]  # warmed up on other prompts
         measured = events[2:-1]
-        # each measurement: drafting on, an empty prefix cache, the prefill pass
-        # (max_tokens=1), a cold cross-request cache, then the timed pass
-        assert measured == [("drafting", True), ("reset_prefix_cache",), ("generate", 8, 1), ("reset",),
-                            ("generate", 8, 4), ("drafting", True), ("reset_prefix_cache",), ("generate", 16, 1),
-                            ("reset",), ("generate", 16, 4)] * 2
+        # each measurement: an empty prefix cache, the prefill pass (max_tokens=1), a cold
+        # cross-request cache, then the timed pass (drafting never switched: no baseline here)
+        assert measured == [("reset_prefix_cache",), ("generate", 8, 1), ("reset",), ("generate", 8, 4),
+                            ("reset_prefix_cache",), ("generate", 16, 1), ("reset",), ("generate", 16, 4)] * 2
         # the timed pass never drafts from earlier measured prompts (nor the prefill's outputs)
         assert all(cache == [] for cache in engine.cache_at_reset)
     assert [(r.method, r.batch_size, r.num_requests, r.rounds) for r in records] == [
@@ -144,8 +143,12 @@ def test_the_no_drafts_baseline_runs_on_specdecs_own_engine_with_drafting_off(mo
     records = _run(monkeypatch, names, all_alive=True)
     assert [e.spec.method for e in RecordingEngine.started] == ["none", "specdec"]  # no engine of its own
     specdec = RecordingEngine.started[1].serial
+    # Drafting is off for exactly the baseline's timed passes (2 rounds x 2 batch sizes each),
+    # switched only where it changes (every engine starts drafting).
+    timed_drafting = [drafting for serial, method, drafting in _timed_passes() if serial == specdec]
+    assert sorted(timed_drafting) == [False] * 4 + [True] * 4
     switches = [e[2] for e in RecordingEngine.log if e[:2] == (specdec, "drafting")]
-    assert sorted(switches) == [False] * 4 + [True] * 4  # 2 rounds x 2 batch sizes each
+    assert switches == [False, True] * (len(switches) // 2) + [False] * (len(switches) % 2)
     by_method = {(r.method, r.batch_size): r for r in records}
     for b in (1, 16):
         ours = by_method[("specdec", b)]
@@ -163,6 +166,22 @@ def test_the_no_drafts_baseline_without_specdec_gets_an_engine_of_its_own(monkey
     [_, own] = RecordingEngine.started
     assert own.spec.method == "specdec"
     assert {e[2] for e in RecordingEngine.log if e[:2] == (own.serial, "drafting")} == {False}
+    assert [d for serial, _, d in _timed_passes() if serial == own.serial] == [False] * 4
+
+
+def _timed_passes() -> list[tuple[int, str, bool]]:
+    """(engine serial, "generate", drafting on) for every timed pass (max_tokens 4), from
+    the recording engines' log: the drafting state each one ran with."""
+    drafting: dict[int, bool] = {}
+    passes = []
+    for serial, event, *args in RecordingEngine.log:
+        if event == "start":
+            drafting[serial] = True
+        elif event == "drafting":
+            drafting[serial] = args[0]
+        elif event == "generate" and args[1] == 4 and args[0] != 1:  # not the 1-prompt warm-up
+            passes.append((serial, event, drafting[serial]))
+    return passes
 
 
 def test_drafting_is_set_against_its_own_engine_with_drafting_off_in_the_same_round():
