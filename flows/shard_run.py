@@ -78,7 +78,7 @@ def shard_manifest(run: RunContext, shard: LoadedShard, out: Generation) -> Shar
     return ShardManifest(
         run_id=run.run_id, shard_id=shard.ref.shard_id, source_path=shard.ref.uri,
         fingerprint=shard.fingerprint, config_hash=run.config_hash, status="generated",
-        num_prompts=out.results.num_rows, num_rejected=len(out.quarantined), stats=out.stats,
+        num_prompts=out.num_prompts, num_rejected=len(out.quarantined), stats=out.stats,
         read_s=shard.read_s, engine_start_s=out.engine_start_s, generate_s=out.generate_s,
         generated_at=t.now_iso(), num_input_rows=shard.num_input_rows, worker=worker_name(),
         rejected=[{"row_index": r.index, "id": r.id, "stage": r.stage, "reason": r.reason, "num_rows": 1}

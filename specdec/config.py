@@ -13,6 +13,9 @@ import json
 import typing
 from typing import Any
 
+from specdec.drafting.live_text import DEFAULT_GROUP_MAX_TOKENS
+from specdec.drafting.prompt_history import DEFAULT_MAX_TOKENS as DEFAULT_HISTORY_MAX_TOKENS
+from specdec.drafting.prompt_history import DEFAULT_PER_PROMPT as DEFAULT_HISTORY_PER_PROMPT
 from specdec.params import DrafterKind, GenerationParams, Method
 
 METHODS: tuple[str, ...] = typing.get_args(Method)
@@ -74,11 +77,19 @@ class SpecConfig:
     lookup_max: int = 16
     # specdec on the real engine: cap drafts by a measured step-cost model (specdec.budget)
     budget: bool = _DEFAULT["budget"]
+    # specdec with its budget: the K ceiling once the batch has free rows (see k_ceiling)
+    tail_k_max: int | None = _DEFAULT["tail_k_max"]
     # specdec: start the cross-request cache from this file when it exists, and write the
     # cache back to it after every generate call (a nightly run then starts warm)
     cache_file: str | None = None
     # specdec: native (the compiled core) or python (the reference); the same drafts
     drafter: DrafterKind = _DEFAULT["drafter"]
+    # specdec: requests of the same prompt draft from each other (prompt groups, bounded in
+    # tokens over all groups), and from earlier completions of the prompt kept in the cache
+    # file (the history: bounded in tokens over all prompts and in completions per prompt)
+    group_max_tokens: int = DEFAULT_GROUP_MAX_TOKENS
+    history_max_tokens: int = DEFAULT_HISTORY_MAX_TOKENS
+    history_per_prompt: int = DEFAULT_HISTORY_PER_PROMPT
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -99,6 +110,11 @@ class SpecConfig:
                 raise ConfigError(f"unknown drafter {self.drafter!r}; choose native or python")
             if self.drafter == "native" and self.cache:
                 _require_native()
+            for name in ("group_max_tokens", "history_max_tokens", "history_per_prompt"):
+                if getattr(self, name) < 0:
+                    raise ConfigError(f"{name}={getattr(self, name)} must be >= 0")
+            if self.tail_k_max is not None and not self.k_max <= self.tail_k_max <= 64:
+                raise ConfigError(f"tail_k_max={self.tail_k_max} must be within [k_max={self.k_max}, 64]")
             if not 1 <= self.lookup_min <= self.lookup_max:
                 raise ConfigError(f"need 1 <= lookup_min ({self.lookup_min}) <= lookup_max ({self.lookup_max})")
 
@@ -110,6 +126,18 @@ class SpecConfig:
     def budgeted(self) -> bool:
         """specdec with its batch budget: the one method whose engine calibrates."""
         return self.method == "specdec" and self.budget
+
+    @property
+    def k_ceiling(self) -> int:
+        """The most draft tokens a step may verify: k_max, or for specdec with its budget the
+        tail ceiling (tail_k_max, default 2 x k_max up to 64), which the drafts may reach
+        only while the batch has free rows (nothing waits to join, so the wave's remaining
+        rows decide when it ends and the step's fixed cost weighs most) and only as far as
+        the budget finds each drafted token worth its verification. vLLM is started with
+        this K, and per-request statistics are sized by it."""
+        if not self.budgeted:
+            return self.k_max
+        return self.tail_k_max if self.tail_k_max is not None else min(2 * self.k_max, 64)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -61,9 +61,10 @@ def contexts_of(tokens: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[Proposer, str | None]:
-    """specdec's proposer: own-text lookup + cross-request cache (or lookup alone), compiled
-    or the Python reference as `config.drafter` says, starting from `config.cache_file` when
-    it is usable; and a warning when it was not (the cache then starts empty)."""
+    """specdec's proposer: own-text lookup, prompt groups, the live index and the
+    cross-request cache (or lookup alone), compiled or the Python reference as
+    `config.drafter` says, starting from `config.cache_file` (cache and history) when it is
+    usable; and a warning when it was not (the cache then starts empty)."""
     if not config.cache or config.drafter == "python":
         ngram.warm_up()  # the Python own-text matcher: compile it now, not in the first (timed) step
     if not config.cache:
@@ -71,15 +72,17 @@ def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[
     contents, warning = _load_cache(config, tokenizer)
     max_depth = contents.max_depth if contents else DEFAULT_MAX_DEPTH
     proposer: HybridProposer | NativeHybridProposer
+    shared = {"group_max_tokens": config.group_max_tokens, "history_max_tokens": config.history_max_tokens,
+              "history_per_prompt": config.history_per_prompt}
     if config.drafter == "python":
         cache = SuffixTrieCache(max_depth, config.cache_max_tokens)
-        proposer = HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob)
+        proposer = HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob, **shared)
     else:
         proposer = NativeHybridProposer(
-            config.cache_max_tokens, max_depth, config.lookup_min, config.lookup_max, config.cache_min_prob
+            config.cache_max_tokens, max_depth, config.lookup_min, config.lookup_max, config.cache_min_prob, **shared
         )
     if contents:
-        proposer.cache.load_contents(contents)
+        proposer.load_contents(contents)  # the cache's sequences and the prompts' history
     return proposer, warning
 
 
@@ -139,6 +142,8 @@ class Controller:
         tokens: Sequence[np.ndarray],
         num_accepted: Sequence[int],
         cost: StepCostModel | None = None,
+        num_prompt_tokens: Sequence[int] | None = None,
+        tail: bool = False,
     ) -> list[np.ndarray]:
         raise NotImplementedError
 
@@ -151,8 +156,16 @@ class Controller:
         cost: StepCostModel | None,
         forced_k: int | None = None,
         timed: bool = False,
+        num_prompt_tokens: np.ndarray | None = None,
+        tail: bool = False,
     ) -> tuple[list[list[int]], StepSample | None]:
         raise NotImplementedError
+
+    def take_source_counts(self) -> dict[str, tuple[int, int]]:
+        """Per drafting source (own, cache, sibling, history, live): (drafted tokens verified,
+        accepted) since the last call, then zeroed; {} when the proposer does not count them."""
+        take = getattr(self.proposer, "take_source_counts", None)
+        return {} if take is None else take()
 
     def finish(self, req_id: str) -> None:
         """The request left the batch: forget it (its tokens enter the cross-request cache).
@@ -221,12 +234,17 @@ class DraftController(Controller):
         cost: StepCostModel | None,
         forced_k: int | None = None,
         timed: bool = False,
+        num_prompt_tokens: np.ndarray | None = None,
+        tail: bool = False,
     ) -> tuple[list[list[int]], StepSample | None]:
         """vLLM's proposer call: the first len(sampled) of `req_ids` are the batch, row i holds
         token_ids[i, :num_tokens[i]], and a row whose sampled[i] is empty is still prefilling.
         Requests that left the batch are retired first. Returns every row's draft and, when
         `timed`, the clean step that just ran (see StepShapes). `forced_k`: calibration, every
-        decoding row drafts its last token that many times, the drafter is not consulted."""
+        decoding row drafts its last token that many times, the drafter is not consulted.
+        `num_prompt_tokens` ([>= len(sampled)], vLLM's input_batch.num_prompt_tokens, or None:
+        unknown): row i's prompt is its first num_prompt_tokens[i] tokens. `tail`: the batch
+        has free rows, nothing waits to join (see `step_tokens`)."""
         req_ids = req_ids[: len(sampled)]
         decoding = [row for row, got in enumerate(sampled) if got]
         sample = self.step_shapes.started(req_ids, len(decoding) == len(req_ids)) if timed else None
@@ -241,7 +259,8 @@ class DraftController(Controller):
             tokens = TokenRows(token_ids, num_tokens[rows], rows)  # vLLM's buffer, bound once
             accepted = [len(sampled[row]) - 1 for row in decoding]
             ids = [req_ids[row] for row in decoding]
-            row_drafts = dict(zip(decoding, self.step_tokens(ids, tokens, accepted, cost), strict=True))
+            prompts = None if num_prompt_tokens is None else [int(num_prompt_tokens[row]) for row in decoding]
+            row_drafts = dict(zip(decoding, self.step_tokens(ids, tokens, accepted, cost, prompts, tail), strict=True))
         drafts = [row_drafts[row].tolist() if row in row_drafts else [] for row in range(len(req_ids))]
         if timed:
             # The next forward attends to all but the last token (it is scheduled with the draft).
@@ -264,21 +283,33 @@ class DraftController(Controller):
         tokens: Sequence[np.ndarray],
         num_accepted: Sequence[int],
         cost: StepCostModel | None = None,
+        num_prompt_tokens: Sequence[int] | None = None,
+        tail: bool = False,
     ) -> list[np.ndarray]:
         """One engine step for the batch, with one drafter call for all of it: row i is
         request `req_ids[i]`, its tokens so far `tokens[i]` (a list of arrays, or `TokenRows`:
-        vLLM's buffer), of whose last draft `num_accepted[i]` tokens were accepted. With a
-        cost model each row first drafts up to its K, then the batch budget keeps the
-        positions worth verifying (specdec.budget)."""
+        vLLM's buffer), of whose last draft `num_accepted[i]` tokens were accepted, its prompt
+        the first `num_prompt_tokens[i]` of them (None: unknown; the drafter reads it when it
+        first sees the request). With a cost model each row first drafts up to its K, then
+        the batch budget keeps the positions worth verifying (specdec.budget). In a wave's
+        `tail` (free rows: nothing waits, so the remaining rows' steps decide when the wave
+        ends and a step's fixed cost weighs most) the budget's rows at k_max may draft up to
+        the config's k_ceiling, each token still only if it pays for its verification."""
         lives = [self._observe(req_id, accepted) for req_id, accepted in zip(req_ids, num_accepted, strict=True)]
         self._feedback(req_ids, lives)
         ks = [self.policy.next_k(live.state) for live in lives]
+        if cost is not None and tail:
+            ceiling, k_max = self.config.k_ceiling, self.config.k_max
+            ks = [ceiling if k == k_max else k for k in ks]
         if cost is not None:
             contexts = contexts_of(tokens)
             ks = self._skip_unaffordable(lives, ks, cost, contexts)
         # Called with k = 0 too: a drafter may keep the sequence (the cache learns it at the end).
         started = self.clock() if cost is not None else 0.0
-        batch = self.drafter.propose_batch(req_ids, tokens, ks)
+        if num_prompt_tokens is None:  # (a batch proposer that ignores prompts need not take the keyword)
+            batch = self.drafter.propose_batch(req_ids, tokens, ks)
+        else:
+            batch = self.drafter.propose_batch(req_ids, tokens, ks, num_prompt_tokens)
         drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
             self._time_lookups(self.clock() - started, sum(1 for k in ks if k > 0))

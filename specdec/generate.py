@@ -3,10 +3,12 @@
 `specdec generate` and the pipeline's generate task both call `generate_rows`: the same
 tokenize policy (specdec.prompts), the same engine reuse (specdec.engine_cache) and the same
 rule for bad input: a row that cannot run is quarantined with its reason, the others run.
+A row runs as one request per sample; results are keyed by (id, sample).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -17,7 +19,7 @@ import pyarrow as pa
 from specdec.engine_cache import close_engines, get_engine
 from specdec.engines.stall import EngineStalled
 from specdec.params import GenerationParams
-from specdec.prompts import InputError, PromptRow, RejectedRow, tokenize_rows
+from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
 
@@ -31,6 +33,7 @@ class Generation:
     quarantined: list[RejectedRow]  # rows that did not run, validation and tokenize alike
     engine_start_s: float
     generate_s: float
+    num_prompts: int = 0  # rows that ran; results hold one row per (id, sample)
 
     @property
     def tokens_per_s(self) -> float:
@@ -43,12 +46,15 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
     """Generate every valid row; `rejected` (from validation) joins the quarantine.
     `source` names the file or shard in every message. `strict`: a row that cannot be
     tokenized within the model length fails the call before anything is generated."""
+    rows, greedy = reject_greedy_samples(rows, params.temperature, source)
+    if strict and greedy:
+        raise InputError(f"{source}: {len(greedy)} row(s) cannot run: " + "; ".join(r.reason for r in greedy[:5]))
     if not rows:  # zero-row input, or every row rejected: no engine needed
         table = results_to_table([], params.method, config_hash, config)
-        return Generation(table, ShardStats.aggregate([]), list(rejected), 0.0, 0.0)
+        return Generation(table, ShardStats.aggregate([]), [*rejected, *greedy], 0.0, 0.0)
     engine, engine_start_s = get_engine(params)
-    requests, too_long = tokenize_rows(rows, engine.tokenizer, params.max_tokens,
-                                       engine.engine_config.max_model_len, source, params.prompt_format)
+    requests, too_long = tokenize_rows(rows, engine.tokenizer, params.max_tokens, engine.engine_config.max_model_len,
+                                       source, params.prompt_format, params.samples, params.seed)
     if strict and too_long:
         raise InputError(f"{source}: {len(too_long)} row(s) cannot run: " + "; ".join(r.reason for r in too_long[:5]))
     started = time.perf_counter()
@@ -59,6 +65,13 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
         close_engines()  # free it now; the next call starts a new engine
         raise EngineStalled(f"{source}: {exc}; a new engine starts for the next call") from exc
     generate_s = time.perf_counter() - started
-    table = results_to_table(results, params.method, config_hash, config)
+    for request, result in zip(requests, results, strict=True):  # engines answer in request order
+        assert result.id == request.id, (result.id, request.id)
+        result.sample = request.sample
+    num_samples = collections.Counter(r.id for r in requests)  # what each row asked for
+    table = results_to_table(results, params.method, config_hash, config, num_samples)
     stats = ShardStats.aggregate(r.stats for r in results)
-    return Generation(table, stats, [*rejected, *too_long], engine_start_s, generate_s)
+    take_source_counts = getattr(engine, "take_source_counts", None)  # test engines have none
+    if take_source_counts is not None:
+        stats.add_source_counts(take_source_counts())
+    return Generation(table, stats, [*rejected, *greedy, *too_long], engine_start_s, generate_s, len(num_samples))

@@ -1,5 +1,6 @@
-"""`specdec generate`: one Parquet file of prompts in; one Parquet file of results out, and
-the rows that could not run in a quarantine file beside it.
+"""`specdec generate`: one Parquet file of prompts in; one Parquet file of results out (one
+row per prompt and sample, keyed by id and sample), and the rows that could not run in a
+quarantine file beside it.
 
 Exit status: 0 when every row was completed or quarantined and at least one completed;
 1 when none completed; 2 for unusable input (unreadable file, missing columns) and, with
@@ -26,7 +27,7 @@ from specdec.summary import RunSummary
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     gen = sub.add_parser("generate", help="generate completions for a Parquet file of prompts")
-    gen.add_argument("--input", required=True, help="Parquet with columns id, prompt [, messages, max_tokens]")
+    gen.add_argument("--input", required=True, help="Parquet with columns id, prompt [, messages, max_tokens, samples]")
     gen.add_argument("--output", required=True, help="Parquet file to write")
     gen.add_argument("--strict", action="store_true",
                      help="fail on any bad row (exit 2, nothing generated) instead of quarantining it")
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     _write_atomically(out.results, output)
     print(RunSummary(params.method, params.config_hash(), out.results.num_rows, out.engine_start_s,
                      out.generate_s, out.stats).render())
-    print(f"wrote {output}: {out.results.num_rows} completed")
+    samples = f" ({out.results.num_rows} samples)" if out.results.num_rows != out.num_prompts else ""
+    print(f"wrote {output}: {out.num_prompts} completed{samples}")
     if out.results.num_rows == 0:
         print(f"specdec: error: {source}: no row could be generated", file=sys.stderr)
         return 1

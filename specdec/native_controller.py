@@ -19,7 +19,7 @@ from specdec.budget import StepCost, StepCostModel, StepSample
 from specdec.config import SpecConfig
 from specdec.controller import Controller, DraftController, default_proposer
 from specdec.drafting.base import TokenRows
-from specdec.drafting.native import NativeHybridProposer, load_core
+from specdec.drafting.native import NativeHybridProposer, load_core, prompt_lengths
 from specdec.policy import DEFAULT_K_INIT
 
 
@@ -35,8 +35,8 @@ class NativeDraftController(Controller):
         self.proposer = proposer
         policy, ref = config.policy, DraftController
         self._core = load_core().Controller(
-            proposer.core, config.k_max, policy.adaptive, policy.k_init or min(DEFAULT_K_INIT, config.k_max),
-            policy.window, policy.raise_above, policy.lower_below, policy.max_consecutive_rejects,
+            proposer.core, config.k_max, config.k_ceiling, policy.adaptive,
+            policy.k_init or min(DEFAULT_K_INIT, config.k_max), policy.window, policy.raise_above, policy.lower_below, policy.max_consecutive_rejects,
             policy.reprobe_after, ref.ACCEPTANCE_DECAY, ref.PRIOR_WEIGHT, ref.MAX_TOKEN_GAIN, ref.LOOKUP_DECAY,
         )
         self._cost: StepCost | None = None  # the one the core holds
@@ -73,16 +73,19 @@ class NativeDraftController(Controller):
         tokens: Sequence[np.ndarray],
         num_accepted: Sequence[int],
         cost: StepCostModel | None = None,
+        num_prompt_tokens: Sequence[int] | None = None,
+        tail: bool = False,
     ) -> list[np.ndarray]:
         """One engine step for the batch (see DraftController.step_tokens)."""
         use_cost = self._use_cost(cost)
         accepted = [int(a) for a in num_accepted]
+        prompts = prompt_lengths(num_prompt_tokens, len(accepted))
         if isinstance(tokens, TokenRows):
             self.proposer.bind_tokens(tokens.token_ids)
             drafts, lengths = self._core.step_rows(list(req_ids), tokens.buffer_rows.tolist(),
-                                                   tokens.lengths.tolist(), accepted, use_cost)
+                                                   tokens.lengths.tolist(), accepted, prompts, use_cost, tail)
         else:
-            drafts, lengths = self._core.step_arrays(list(req_ids), list(tokens), accepted, use_cost)
+            drafts, lengths = self._core.step_arrays(list(req_ids), list(tokens), accepted, prompts, use_cost, tail)
         return [drafts[i, :n] for i, n in enumerate(lengths.tolist())]
 
     def engine_step(
@@ -94,8 +97,11 @@ class NativeDraftController(Controller):
         cost: StepCostModel | None,
         forced_k: int | None = None,
         timed: bool = False,
+        num_prompt_tokens: np.ndarray | None = None,
+        tail: bool = False,
     ) -> tuple[list[list[int]], StepSample | None]:
-        """vLLM's proposer call, in one call to the core (see DraftController.engine_step)."""
+        """vLLM's proposer call, in one call to the core (see DraftController.engine_step);
+        `num_prompt_tokens`: vLLM's input_batch.num_prompt_tokens (int32 or int64, by row)."""
         bound = self._engine_buffers
         if token_ids is not bound[0] or num_tokens is not bound[1]:
             self.proposer.bind_tokens(token_ids)
@@ -103,7 +109,7 @@ class NativeDraftController(Controller):
             self._engine_buffers = (token_ids, num_tokens)
         use_cost = cost is not None and (cost is self._cost or self._use_cost(cost))
         drafts, shape = self._core.engine_step(req_ids, len(sampled), sampled, use_cost,
-                                               -1 if forced_k is None else forced_k, timed)
+                                               -1 if forced_k is None else forced_k, timed, num_prompt_tokens, tail)
         return drafts, None if shape is None else StepSample(*shape)
 
     def finish(self, req_id: str) -> None:

@@ -24,6 +24,9 @@ PromptFormat = Literal["chat", "raw"]
 DrafterKind = Literal["native", "python"]
 
 SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec")
+# Most samples per prompt (the run's setting and a row's own `samples`): far beyond any use,
+# low enough that one row cannot ask for millions of requests.
+SAMPLES_LIMIT = 1024
 
 
 def decides_output(description: str, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -46,6 +49,10 @@ class GenerationParams(BaseModel):
     ngram_max: int = Field(5, ge=1, **decides_output("ngram: longest match looked up", ("ngram",)))
     draft_model: str | None = Field(None, **decides_output(
         "draft: model folder with the target's tokenizer", ("draft",)))
+    tail_k_max: int | None = Field(None, ge=1, le=64, **decides_output(
+        "specdec with its budget: most draft tokens per step once the batch has free rows (a "
+        "wave's tail: nothing waiting, so a row's remaining steps decide when the wave ends); "
+        "the engine verifies up to this many; default 2 x k_max, at most 64", ("specdec",)))
     budget: bool = Field(True, **decides_output(
         "specdec: size drafts by the measured cost of verifying them", ("specdec",)))
     # Both implementations draft the same tokens (tests check it), so this never decides the
@@ -68,7 +75,12 @@ class GenerationParams(BaseModel):
     temperature: float = Field(0.0, ge=0.0, **decides_output("0: greedy"))
     top_p: float = Field(1.0, gt=0.0, le=1.0, **decides_output("nucleus sampling mass"))
     top_k: int = Field(0, ge=0, **decides_output("0: off"))
-    seed: int | None = Field(None, **decides_output("sampling seed"))
+    seed: int | None = Field(None, **decides_output(
+        "sampling seed; each sample of each row gets its own seed derived from it, the row id "
+        "and the sample index (reproducible across resumes and batches)"))
+    samples: int = Field(1, ge=1, le=SAMPLES_LIMIT, **decides_output(
+        "completions per prompt, each with its own seed (a row's own samples wins); above 1 "
+        "needs temperature > 0"))
     dtype: str = Field("float32", **decides_output(
         "weights and activations; float32 on CPUs (bf16 has no fast kernel on AVX2), auto on GPUs"))
     batch_size: int = Field(16, ge=1, le=4096, description="most requests running at once")
@@ -88,6 +100,9 @@ class GenerationParams(BaseModel):
     def _consistent(self) -> "GenerationParams":
         from specdec.config import ConfigError
 
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError(f"samples={self.samples} with temperature=0: greedy decoding gives every "
+                             "sample the same completion; set temperature > 0 or samples=1")
         try:
             self.spec_config()
         except ConfigError as exc:
@@ -99,7 +114,7 @@ class GenerationParams(BaseModel):
 
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
-            draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file,
+            draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file, tail_k_max=self.tail_k_max,
             cache_max_tokens=self.cache_max_tokens, drafter=self.drafter,
         )
 

@@ -2,15 +2,18 @@
 
 Input columns: `id` (string) and `prompt` (string); optional `messages` (chat turns as a
 JSON list of {"role", "content"}, rendered with the model's chat template; used instead of
-`prompt` when present and not null) and `max_tokens` (per-row integer). Every problem is
-reported with the file and the row, so a user can find it. One policy for every entry point
-(`specdec generate`, the flow, the bench): `validate_rows`, then `tokenize_rows`.
+`prompt` when present and not null), `max_tokens` (per-row integer) and `samples` (per-row
+completions of the prompt; null: the run's setting). Every problem is reported with the file
+and the row, so a user can find it. One policy for every entry point (`specdec generate`,
+the flow, the bench): `validate_rows`, then `tokenize_rows`, which makes one request per
+sample.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from specdec.params import SAMPLES_LIMIT
+from specdec.sampling_seeds import sample_seed
 from specdec.types import GenerationRequest
 
 MAX_TOKENS_LIMIT = 1 << 20
@@ -34,6 +39,7 @@ class PromptRow:
     prompt: str | None
     messages: list[dict[str, str]] | None
     max_tokens: int | None
+    samples: int | None = None  # the row's own samples; None: the run's setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +73,8 @@ def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[R
     if "max_tokens" in names:
         _check_type(table, "max_tokens", pa.types.is_integer, source)
     columns = {name: _cells(table, name) for name in names & {"id", "prompt", "messages", "max_tokens"}}
+    if "samples" in names:
+        columns["samples"] = _sample_cells(table.column("samples"))
     valid: list[PromptRow] = []
     rejected: list[RejectedRow] = []
     seen: set[str] = set()
@@ -130,7 +138,50 @@ def _validate_row(i: int, columns: dict[str, list[Any]], seen: set[str]) -> Prom
     max_tokens = columns["max_tokens"][i] if "max_tokens" in columns else None
     if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:  # the model length is checked later
         raise InputError(f"max_tokens={max_tokens} outside [1, {MAX_TOKENS_LIMIT}]")
-    return PromptRow(i, row_id, prompt, messages, max_tokens)
+    samples = columns["samples"][i] if "samples" in columns else None
+    if isinstance(samples, InvalidText):
+        raise InputError(f"samples: {samples.reason}")
+    if samples is not None and not 1 <= samples <= SAMPLES_LIMIT:
+        raise InputError(f"samples={samples} outside [1, {SAMPLES_LIMIT}]")
+    return PromptRow(i, row_id, prompt, messages, max_tokens, samples)
+
+
+def _sample_cells(column: pa.ChunkedArray) -> list[Any]:
+    """The `samples` column's values: ints, None (the run's setting), or InvalidText for a
+    cell that is not a whole number. Any column type is read, so that one odd cell rejects
+    its row, never the file: floats count when whole (2.0, as pandas writes an integer
+    column with nulls), anything else (text, booleans, 2.5) is not an integer."""
+    kind = column.type
+    values = column.to_pylist()
+    if pa.types.is_integer(kind) or pa.types.is_null(kind):
+        return values
+    cells: list[Any] = []
+    for value in values:
+        if value is None:
+            cells.append(None)
+        elif pa.types.is_floating(kind) and math.isfinite(value) and value == int(value):
+            cells.append(int(value))
+        else:
+            cells.append(InvalidText(f"{value!r} is not an integer"))
+    return cells
+
+
+def reject_greedy_samples(rows: Sequence[PromptRow], temperature: float, source: str
+                          ) -> tuple[list[PromptRow], list[RejectedRow]]:
+    """Rows asking for more than one sample under greedy decoding (temperature 0), which
+    would give every sample the same completion, are rejected naming the file and the row;
+    the others pass. (The run's own setting is checked by GenerationParams.)"""
+    if temperature != 0:
+        return list(rows), []
+    passed, rejected = [], []
+    for row in rows:
+        if row.samples is not None and row.samples > 1:
+            reason = (f"{source}: row {row.index} (id={row.id!r}): samples={row.samples} with temperature=0: "
+                      "greedy decoding gives every sample the same completion")
+            rejected.append(RejectedRow(row.index, row.id, reason))
+        else:
+            passed.append(row)
+    return passed, rejected
 
 
 def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:
@@ -155,8 +206,14 @@ def to_requests(
     max_model_len: int,
     source: str,
     prompt_format: str,
+    samples: int = 1,
+    seed: int | None = None,
 ) -> list[GenerationRequest]:
-    """Tokenize rows (see `prompt_token_ids`); a too-long prompt raises InputError."""
+    """Tokenize rows (see `prompt_token_ids`); a too-long prompt raises InputError.
+
+    A row becomes one request per sample (its own `samples`, else `samples`), adjacent so
+    that a row's samples run in the same batch, with the row's id and sample 0, 1, ...; with
+    a run `seed`, each gets its own seed (specdec.sampling_seeds), else None."""
     requests = []
     for row in rows:
         max_tokens = row.max_tokens or default_max_tokens
@@ -166,7 +223,11 @@ def to_requests(
                 f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
                 f"with max_tokens={max_tokens} it exceeds the model length {max_model_len}"
             )
-        requests.append(GenerationRequest(row.id, tuple(int(t) for t in token_ids), max_tokens))
+        tokens = tuple(int(t) for t in token_ids)
+        requests.extend(
+            GenerationRequest(row.id, tokens, max_tokens, sample=i,
+                              seed=None if seed is None else sample_seed(seed, row.id, i))
+            for i in range(row.samples or samples))
     return requests
 
 
@@ -185,14 +246,17 @@ def prompt_token_ids(row: PromptRow, tokenizer: Any, prompt_format: str) -> list
 
 
 def tokenize_rows(rows: Sequence[PromptRow], tokenizer: Any, default_max_tokens: int, max_model_len: int,
-                  source: str, prompt_format: str) -> tuple[list[GenerationRequest], list[RejectedRow]]:
-    """Requests for the rows that tokenize and fit; any other row is rejected with its reason
-    (a too-long prompt or a template refusing its turns rejects that row, never the batch)."""
+                  source: str, prompt_format: str, samples: int = 1, seed: int | None = None
+                  ) -> tuple[list[GenerationRequest], list[RejectedRow]]:
+    """Requests for the rows that tokenize and fit (one per sample, see `to_requests`); any
+    other row is rejected with its reason (a too-long prompt or a template refusing its
+    turns rejects that row, never the batch)."""
     requests: list[GenerationRequest] = []
     rejected: list[RejectedRow] = []
     for row in rows:
         try:
-            requests.extend(to_requests([row], tokenizer, default_max_tokens, max_model_len, source, prompt_format))
+            requests.extend(to_requests([row], tokenizer, default_max_tokens, max_model_len, source, prompt_format,
+                                        samples, seed))
         except InputError as exc:
             rejected.append(RejectedRow(row.index, row.id, str(exc), "tokenize"))
         except Exception as exc:

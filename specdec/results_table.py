@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +15,8 @@ from specdec.types import GenerationResult
 RESULT_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
+        ("sample", pa.int32()),  # which of the row's samples: rows are keyed by (id, sample)
+        ("num_samples", pa.int32()),  # how many samples the row asked for
         ("completion", pa.string()),
         ("output_token_ids", pa.list_(pa.int32())),
         ("num_output_tokens", pa.int32()),
@@ -33,9 +36,18 @@ RESULT_SCHEMA = pa.schema(
 )
 
 
+# Columns older workers did not write, with the value that describes their results: one
+# sample per row.
+ADDED_COLUMNS = {"sample": 0, "num_samples": 1}
+
+
 def with_current_names(table: pa.Table) -> pa.Table:
-    """A results table as an older worker staged it, with today's column names (a fleet is
-    upgraded one worker at a time, so ingest meets both)."""
+    """A results table as an older worker staged it, with today's column names and the
+    columns it did not have yet (a fleet is upgraded one worker at a time, so ingest meets
+    both)."""
+    for name, value in ADDED_COLUMNS.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([value] * table.num_rows, pa.int32()))
     names = table.column_names
     if not any(old in names for old in LEGACY_NAMES):
         return table
@@ -46,12 +58,19 @@ def with_current_names(table: pa.Table) -> pa.Table:
 
 
 def results_to_table(
-    results: Sequence[GenerationResult], method: str, config_hash: str, config: dict[str, Any]
+    results: Sequence[GenerationResult], method: str, config_hash: str, config: dict[str, Any],
+    num_samples: Mapping[str, int] | None = None,
 ) -> pa.Table:
+    """One row per result; `num_samples`: samples each row id asked for (default: the results
+    of that id)."""
+    if num_samples is None:
+        num_samples = collections.Counter(res.id for res in results)
     rows = []
     for res in results:
         row = {
             "id": res.id,
+            "sample": res.sample,
+            "num_samples": num_samples[res.id],
             "completion": res.completion,
             "output_token_ids": res.output_token_ids,
             "finish_reason": res.finish_reason,

@@ -20,6 +20,11 @@ from typing import Any, TypeVar
 # Names that older workers and databases used for today's figures: old -> new.
 LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
 
+# Where specdec's drafted tokens came from (the drafter's evidence kinds): the request's own
+# text, the cross-request cache, its prompt's other samples, earlier runs' completions of its
+# prompt (the history in the cache file), and the text of any running request.
+DRAFT_SOURCES: tuple[str, ...] = ("own", "cache", "sibling", "history", "live")
+
 
 @dataclasses.dataclass
 class RequestStats:
@@ -109,6 +114,10 @@ class Totals:
     num_fallback_steps: int = 0
     accepted_per_pos: list[int] = dataclasses.field(default_factory=list)
     k_histogram: list[int] = dataclasses.field(default_factory=list)
+    # Per DRAFT_SOURCES entry: drafted tokens verified, and accepted, from that source
+    # (specdec only; the drafter counts them per generate call, not per request).
+    drafted_by_source: list[int] = dataclasses.field(default_factory=list)
+    accepted_by_source: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def acceptance_rate(self) -> float:
@@ -125,6 +134,21 @@ class Totals:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.accepted_per_pos = _add_lists(self.accepted_per_pos, other.accepted_per_pos)
         self.k_histogram = _add_lists(self.k_histogram, other.k_histogram)
+        if isinstance(other, Totals):
+            self.drafted_by_source = _add_lists(self.drafted_by_source, other.drafted_by_source)
+            self.accepted_by_source = _add_lists(self.accepted_by_source, other.accepted_by_source)
+
+    def add_source_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
+        """Add the drafter's per-source (drafted, accepted) counts of a generate call."""
+        if not counts:
+            return
+        unknown = set(counts) - set(DRAFT_SOURCES)
+        if unknown:
+            raise ValueError(f"unknown draft sources {sorted(unknown)}; known: {DRAFT_SOURCES}")
+        drafted = [int(counts.get(s, (0, 0))[0]) for s in DRAFT_SOURCES]
+        accepted = [int(counts.get(s, (0, 0))[1]) for s in DRAFT_SOURCES]
+        self.drafted_by_source = _add_lists(self.drafted_by_source, drafted)
+        self.accepted_by_source = _add_lists(self.accepted_by_source, accepted)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields plus the derived figures (for JSON and logs)."""

@@ -9,11 +9,14 @@ from specdec.stats import RequestStats
 
 @dataclasses.dataclass(frozen=True)
 class GenerationRequest:
-    """One prompt, already tokenized (chat templates are applied before this point)."""
+    """One prompt, already tokenized (chat templates are applied before this point); one
+    request per sample, all samples of a row with the row's id."""
 
     id: str
     prompt_token_ids: tuple[int, ...]
     max_tokens: int
+    sample: int = 0  # index among the row's samples, 0 .. samples - 1
+    seed: int | None = None  # this request's own sampling seed (None: the engine's rule)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,3 +38,4 @@ class GenerationResult:
     # Verified drafts step by step, as the engine reported them (empty without speculation).
     per_step_drafted: list[int] = dataclasses.field(default_factory=list)
     per_step_accepted: list[int] = dataclasses.field(default_factory=list)
+    sample: int = 0  # the request's sample index: results are keyed by (id, sample)

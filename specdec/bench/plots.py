@@ -48,7 +48,7 @@ def _projection_panels(records, path: Path) -> Path:
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)  # the oracle's ceiling stays on the page without flattening the rest
-        ax.set_title(f"projected on {cost}", fontsize=10)
+        ax.set_title(f"projected on {cost}{workload_label(records)}", fontsize=10)
         ax.set_xlabel("batch size (requests running at once)")
         ax.set_ylabel("speed-up over none (end to end)")
         ax.grid(alpha=0.3)
@@ -72,6 +72,7 @@ def _lines(records, x_key, y_key, x_label, y_label, path: Path, log_x: bool = Fa
                 **_style(records, dataset, method))
     if log_x:
         ax.set_xscale("log", base=2)
+    ax.set_title(workload_label(records).lstrip(", "), fontsize=10)
     return _save(fig, ax, x_label, y_label, path)
 
 
@@ -90,6 +91,14 @@ def _acceptance_by_position(records, path: Path) -> Path:
         ax.plot(range(1, len(counts) + 1), counts, label=f"{dataset} {method} (K={r['k_max']})",
                 **_style(records, dataset, method))
     return _save(fig, ax, "draft position", "accepted tokens", path)
+
+
+def workload_label(records: list[dict[str, Any]]) -> str:
+    """", T=0.8, 8 samples, epoch 2" for sampled or later-epoch records ("" for greedy ones)."""
+    kinds = sorted({(r.get("temperature", 0.0), r.get("samples", 1), r.get("epoch", 1)) for r in records})
+    parts = [f"T={t:g}, {s} sample{'s' if s > 1 else ''}" if t > 0 else "greedy" for t, s, _ in kinds]
+    parts = [f"{p}, epoch {e}" if e > 1 else p for p, (_, _, e) in zip(parts, kinds)]
+    return "" if parts == ["greedy"] else ", " + "; ".join(parts)
 
 
 def _style(records, dataset: str, method: str) -> dict[str, Any]:

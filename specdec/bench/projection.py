@@ -12,6 +12,12 @@ sweep and shown at their best K for each batch size and cost model; `specdec` ru
 largest K, its batch budget sizing the drafts from a step-cost model it learns from the
 simulated step times (never handed the cost model itself). `oracle` drafts the target's own
 tokens, always accepted, at no drafting cost: the ceiling any drafter can reach.
+
+With a sampled reference the target's tokens are one sample per request (several per prompt),
+and a draft token counts as accepted iff it equals the sampled one: as likely as the
+engine's rejection sampling accepting it (docs/internals.md, "Benchmarks"). With warm-up
+epochs, every method's controller (and specdec's step timer) first replays those epochs in
+batches, untimed and unpriced, and keeps its state for the measured epoch.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 from specdec.bench.batched_replay import SimulatedStepTimer, Simulation, simulate
 from specdec.bench.cost_models import CostModel
 from specdec.bench.pricing import DraftCost, Priced, price
-from specdec.bench.records import ProjectionRecord
+from specdec.bench.records import ProjectionRecord, Workload
 from specdec.bench.replay_bench import NullProposer, expected_output
 from specdec.config import ConfigError, PolicyConfig, SpecConfig
 from specdec.controller import Controller, DraftController
@@ -164,10 +170,14 @@ def project(
     costs: Sequence[CostModel],
     max_model_len: int,
     progress: Callable[[str], None] = lambda _: None,
+    warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
+    workload: Workload = Workload(),
 ) -> list[ProjectionRecord]:
     """Records for every method, K, batch size and cost model (batch sizes larger than the
     prompt set are skipped: every prompt is used once, never repeated). `none` is replayed
-    whether asked for or not: the speed-ups are against it."""
+    whether asked for or not: the speed-ups are against it. `warmup_epochs` run first
+    through each method's controller, at the same batch size, unpriced; `requests` is the
+    epoch measured."""
     if all(m.name != "none" for m in methods):
         methods = [projected_methods()["none"], *methods]
     runs: list[_Run] = []
@@ -177,9 +187,9 @@ def project(
             continue
         for method in methods:
             for k in _ks(method, ks):
-                runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len)
+                runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
-    return _records(runs, dataset, requests)
+    return _records(runs, dataset, requests, workload, len(warmup_epochs))
 
 
 def _ks(method: ProjectedMethod, ks: Sequence[int]) -> list[int]:
@@ -190,20 +200,26 @@ def _ks(method: ProjectedMethod, ks: Sequence[int]) -> list[int]:
 
 def _simulate_and_price(
     requests: Sequence[ReplayRequest], method: ProjectedMethod, k: int, batch_size: int,
-    costs: Sequence[CostModel], max_model_len: int,
+    costs: Sequence[CostModel], max_model_len: int, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
 ) -> list[_Run]:
     """Without the budget a replay's decisions do not depend on the clock: one replay per
     scheduler token budget serves every cost model with that budget."""
     runs = []
     shared: dict[int, Simulation] = {}
+    every = [r for epoch in warmup_epochs for r in epoch] + list(requests)  # the oracle knows them all
+
+    def run(learner: SimulatedStepTimer | None, max_batched_tokens: int) -> Simulation:
+        controller = method.make_controller(k, every)
+        for epoch in warmup_epochs:  # the controller and the step timer keep what they learn
+            simulate(epoch, controller, batch_size, max_batched_tokens, learner)
+        return simulate(requests, controller, batch_size, max_batched_tokens, learner)
+
     for cost in costs:
-        controller = method.make_controller(k, requests)
         if method.budget:
-            learner = SimulatedStepTimer(cost, k, batch_size, max_model_len)
-            sim = simulate(requests, controller, batch_size, cost.max_batched_tokens, learner)
+            sim = run(SimulatedStepTimer(cost, k, batch_size, max_model_len), cost.max_batched_tokens)
         else:
             if cost.max_batched_tokens not in shared:
-                shared[cost.max_batched_tokens] = simulate(requests, controller, batch_size, cost.max_batched_tokens)
+                shared[cost.max_batched_tokens] = run(None, cost.max_batched_tokens)
             sim = shared[cost.max_batched_tokens]
         runs.append(_Run(method, k, batch_size, cost, price(sim.log, cost, method.draft_cost), sim))
     return runs
@@ -222,10 +238,14 @@ def _rates(run: _Run, num_requests: int) -> _Rates:
                   run.priced.decode_tokens_per_s(total.num_output_tokens, num_requests))
 
 
-def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest]) -> list[ProjectionRecord]:
+def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest], workload: Workload = Workload(),
+             num_warmup_epochs: int = 0) -> list[ProjectionRecord]:
     rates = [_rates(run, len(requests)) for run in runs]
     none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
     expected = [expected_output(req) for req in requests]
+    started_from = STARTED_FROM if not num_warmup_epochs else (
+        f"state kept from {num_warmup_epochs} earlier epoch(s) of the same prompts; "
+        "a request joins when one finishes (vLLM max_num_seqs)")
     records = []
     for run, r in zip(runs, rates):
         base = none[(run.batch_size, run.cost.name)]  # project() always replays none
@@ -240,9 +260,9 @@ def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest]) 
             acceptance_rate=r.total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
             drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
             outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
-            started_from=STARTED_FROM, draft_cost=run.method.draft_cost.source,
+            started_from=started_from, draft_cost=run.method.draft_cost.source,
             accepted_per_pos=r.total.accepted_per_pos, num_output_tokens=r.total.num_output_tokens,
-            tokens_per_s=r.tokens_per_s,
+            tokens_per_s=r.tokens_per_s, **workload.fields(),
         ))
     return mark_best_k(records)
 

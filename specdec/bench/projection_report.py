@@ -27,7 +27,7 @@ def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
     rows = shown(records)
     for cost_model, dataset in dict.fromkeys((r.cost_model, r.dataset) for r in rows):
         group = [r for r in rows if (r.cost_model, r.dataset) == (cost_model, dataset)]
-        lines = [f"projected on {cost_model}: {dataset}, {group[0].num_requests} prompts "
+        lines = [f"projected on {cost_model}: {dataset}, {_requests(group[0])} "
                  f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
                  f"per running request per step)", header, "-" * len(header)]
         for r in group:
@@ -40,6 +40,16 @@ def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
             )
         blocks.append("\n".join(lines + [""] + standing(group)))
     return "\n\n".join(blocks)
+
+
+def _requests(r: ProjectionRecord) -> str:
+    """"16 prompts" (greedy), "128 requests (16 prompts x 8 samples at T=0.8), epoch 2"."""
+    if r.temperature == 0:
+        text = f"{r.num_requests} prompts"
+    else:
+        text = (f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples "
+                f"at T={r.temperature:g})")
+    return text + (f", epoch {r.epoch}" if r.epoch > 1 else "")
 
 
 def standing(group: Sequence[ProjectionRecord]) -> list[str]:

@@ -1,7 +1,8 @@
 """The drafters `specdec bench-propose` times, each driven the way its engine adapter drives it.
 
 A runner sees what vLLM hands a drafter every step: `token_ids` ([num_rows, width] int32,
-vLLM's `token_ids_cpu`) and `lengths` ([num_rows], `num_tokens_no_spec`). `start` makes the
+vLLM's `token_ids_cpu`) and `lengths` ([num_rows], `num_tokens_no_spec`); specdec's runners
+also each row's prompt length (vLLM's `num_prompt_tokens`: prompt groups and the live index). `start` makes the
 first proposal of every request (indexes prompts; not timed), `step` is one engine step for
 the whole batch after each request gained one token.
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from specdec.budget import StepCost
 from specdec.config import SpecConfig
-from specdec.drafting.base import RowByRow, TokenRows
+from specdec.drafting.base import TokenRows
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.native import NativeHybridProposer
 from specdec.drafting.suffix_cache import SuffixTrieCache
@@ -42,8 +43,9 @@ PYTHON_CACHE_METHODS = ("specdec-python", "specdec-worker-python")
 class SpecdecRunner:
     """Our drafter (compiled or reference) behind the batch interface, as the controller calls it."""
 
-    def __init__(self, drafter, k: int, num_rows: int) -> None:  # a BatchProposer
+    def __init__(self, drafter, k: int, num_rows: int, prompt_len: int | None = None) -> None:  # a BatchProposer
         self.drafter = drafter
+        self.prompt_lens = None if prompt_len is None else [prompt_len] * num_rows
         self.ids = [f"r{i}" for i in range(num_rows)]
         self.ks = np.full(num_rows, k, dtype=np.int64)
         self.last = np.zeros(num_rows, dtype=np.int64)  # draft lengths of the previous step
@@ -51,7 +53,7 @@ class SpecdecRunner:
         self.rows = np.arange(num_rows)
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
-        cache = self.drafter.proposer.cache if isinstance(self.drafter, RowByRow) else self.drafter.cache
+        cache = self.drafter.cache
         for i, seq in enumerate(sequences):
             cache.insert(f"done-{i}", seq)
 
@@ -60,7 +62,8 @@ class SpecdecRunner:
 
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
         self.drafter.feedback_batch(self.ids, self.last, self.none_accepted)  # every draft rejected
-        batch = self.drafter.propose_batch(self.ids, TokenRows(token_ids, lengths, self.rows), self.ks)
+        rows = TokenRows(token_ids, lengths, self.rows)
+        batch = self.drafter.propose_batch(self.ids, rows, self.ks, self.prompt_lens)
         self.last = batch.lengths
         return int(self.last.sum())
 
@@ -71,15 +74,18 @@ class WorkerRunner:
     nearly free, so that the budget keeps drafting (its costly path); the step timer refits
     from the intervals between calls as it does in the engine."""
 
-    def __init__(self, drafter: str, k: int, num_rows: int, cache_tokens: int) -> None:
+    def __init__(self, drafter: str, k: int, num_rows: int, cache_tokens: int, prompt_len: int | None = None) -> None:
         from specdec.engines.vllm_proposer import SpecdecVllmProposer
 
         cfg = SpecConfig(method="specdec", k_max=k, drafter=drafter, cache_max_tokens=max(cache_tokens, 1) * 2)  # type: ignore[arg-type]
         self.proposer = SpecdecVllmProposer(types.SimpleNamespace(
-            speculative_config=types.SimpleNamespace(num_speculative_tokens=k),
-            scheduler_config=types.SimpleNamespace(max_num_seqs=num_rows)))
+            speculative_config=types.SimpleNamespace(num_speculative_tokens=cfg.k_ceiling),  # vLLM's K
+            scheduler_config=types.SimpleNamespace(max_num_seqs=num_rows)))  # a full batch: no tail
         # vLLM's internal ids: the external id and 8 random characters
-        self.proposer.bind(types.SimpleNamespace(req_ids=[f"r{i}-0123abcd" for i in range(num_rows)]), cfg)
+        batch = types.SimpleNamespace(req_ids=[f"r{i}-0123abcd" for i in range(num_rows)])
+        if prompt_len is not None:  # vLLM's input_batch.num_prompt_tokens
+            batch.num_prompt_tokens = np.full(num_rows, prompt_len, dtype=np.int32)
+        self.proposer.bind(batch, cfg)
         self.proposer.timer.model = FREE
         self.sampled = [[0]] * num_rows
 
@@ -169,15 +175,17 @@ def arctic_available() -> bool:
     return True
 
 
-def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: int):
-    """A fresh runner for `method` (its cache budget holds `cache_tokens` twice over)."""
+def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: int, prompt_len: int | None = None):
+    """A fresh runner for `method` (its cache budget holds `cache_tokens` twice over); specdec's
+    are told that each row's first `prompt_len` tokens are its prompt (None: unknown)."""
     budget = max(cache_tokens, 1) * 2
     if method == "specdec-native":
-        return SpecdecRunner(NativeHybridProposer(budget, n_min=1, n_max=16), k, num_rows)
+        return SpecdecRunner(NativeHybridProposer(budget, n_min=1, n_max=16), k, num_rows, prompt_len)
     if method == "specdec-python":
-        return SpecdecRunner(RowByRow(HybridProposer(SuffixTrieCache(max_tokens=budget), 1, 16)), k, num_rows)
+        return SpecdecRunner(HybridProposer(SuffixTrieCache(max_tokens=budget), 1, 16), k, num_rows, prompt_len)
     if method in ("specdec-worker", "specdec-worker-python"):
-        return WorkerRunner("python" if method == "specdec-worker-python" else "native", k, num_rows, cache_tokens)
+        return WorkerRunner("python" if method == "specdec-worker-python" else "native", k, num_rows, cache_tokens,
+                            prompt_len)
     if method == "suffix-arctic":
         return ArcticRunner(k, num_rows)
     if method == "ngram-vllm":

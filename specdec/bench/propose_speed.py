@@ -3,7 +3,11 @@
 For every point of the grid (batch size x context length x tokens in the cross-request
 cache) every method gets the same vLLM-style token buffer (synthetic prompts that copy from
 themselves and from finished requests, then one new token per request per step) and a cache
-filled with the same finished requests. Untimed, each method first sees every prompt; then,
+filled with the same finished requests. Rows come in groups of `--rows-per-prompt` that share
+their prompt and write similar outputs (samples of one prompt); specdec's drafters are told
+each row's prompt length, as vLLM's input batch tells them, so they draft from siblings and
+from every running request's text, and each step's figure includes taking every row's new
+token into its prompt group and the live index. Untimed, each method first sees every prompt; then,
 for each repeat, the methods run `--steps` engine steps each, one after another in an order
 that rotates every repeat, so that whatever else the machine does falls on all of them alike.
 A figure is the median over repeats of µs per request per step, with its range (max - min),
@@ -25,7 +29,7 @@ import numpy as np
 
 from specdec.bench import cache_cost
 from specdec.bench.propose_methods import METHODS, PYTHON_CACHE_METHODS, arctic_available, make_runner
-from specdec.bench.token_streams import finished_requests, request_buffer
+from specdec.bench.token_streams import VOCAB, finished_requests, request_buffer
 from specdec.engines.step_timing import REFIT_EVERY, REFIT_ROWS
 
 # The Python reference cannot hold a 1M-token cache (about 5 kB per cached token).
@@ -57,6 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-tokens", default="0,1000000", help="tokens of finished requests in the cache")
     p.add_argument("--methods", default=None, help=f"comma list of {', '.join(METHODS)} (default: all available)")
     p.add_argument("--k", type=int, default=4, help="draft tokens asked for per request")
+    p.add_argument("--rows-per-prompt", type=int, default=8,
+                   help="rows sharing one prompt (1: every row its own prompt); specdec's drafters are told "
+                        "the prompt lengths")
     p.add_argument("--steps", type=int, default=REFIT_EVERY,
                    help="engine steps per method per repeat (at least; the default holds one of the "
                         "step timer's refits, so each repeat pays for it)")
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             for batch in _ints(args.batch_sizes):
                 steps = max(args.steps, -(-args.min_request_steps // batch))
                 got = measure_point(methods, batch, context, cache_tokens, args.k, steps, args.repeats,
-                                    CLOCKS[args.clock])
+                                    CLOCKS[args.clock], args.rows_per_prompt)
                 _print_point(got)
                 points += got
     extra = _cache_costs(methods, _ints(args.cache_tokens), args.repeats, args.memory_tokens, CLOCKS[args.clock])
@@ -102,14 +109,14 @@ def run(args: argparse.Namespace) -> int:
 
 def measure_point(
     methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int,
-    clock: Callable[[], float] = time.process_time,
+    clock: Callable[[], float] = time.process_time, rows_per_prompt: int = 1,
 ) -> list[PointResult]:
     """Every method at one point of the grid, interleaved; see the module docstring."""
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
     donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
-    token_ids = request_buffer(batch, context, steps * repeats + 1, donors)
+    token_ids = share_prompts(request_buffer(batch, context, steps * repeats + 1, donors), context, rows_per_prompt)
     runnable = [m for m in methods if m not in PYTHON_CACHE_METHODS or cache_tokens <= PYTHON_MAX_CACHE_TOKENS]
-    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens) for m in runnable}
+    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens, context) for m in runnable}
     lengths = {m: np.full(batch, context, dtype=np.int32) for m in runnable}
     for m, runner in runners.items():
         runner.fill_cache(filler)
@@ -129,6 +136,22 @@ def measure_point(
                     repeats, steps, drafted[m] / (steps * repeats * batch))
         for m in runnable
     ]
+
+
+def share_prompts(token_ids: np.ndarray, context: int, rows_per_prompt: int, seed: int = 0) -> np.ndarray:
+    """Rows in groups of `rows_per_prompt` with the first row's prompt (token_ids[:, :context])
+    and its output with about 1 token in 16 changed (samples of one prompt write similar text)."""
+    if rows_per_prompt < 1:
+        raise ValueError(f"rows_per_prompt={rows_per_prompt} must be >= 1")
+    rng = np.random.default_rng(seed)
+    out = token_ids.copy()
+    for row in range(out.shape[0]):
+        first = row - row % rows_per_prompt
+        if row != first:
+            out[row] = out[first]
+            changed = context + np.flatnonzero(rng.random(out.shape[1] - context) < 1 / 16)
+            out[row, changed] = rng.integers(0, VOCAB, size=changed.size)
+    return out
 
 
 def _cache_costs(

@@ -8,6 +8,20 @@ from specdec.stats import Totals
 
 
 @dataclasses.dataclass(frozen=True)
+class Workload:
+    """What a record's outputs were drawn as, beyond the prompts: greedy (temperature 0) or
+    `samples` completions per prompt at `temperature`; `epoch` is the epoch measured (the
+    earlier ones ran before it, untimed, with every drafter's state kept)."""
+
+    temperature: float = 0.0
+    samples: int = 1
+    epoch: int = 1
+
+    def fields(self) -> dict[str, float | int]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchRecord:
     method: str
     engine: str  # replay | vllm
@@ -38,6 +52,10 @@ class BenchRecord:
     decode_speedup_vs_no_drafts: float | None = None
     decode_speedup_vs_no_drafts_min: float | None = None
     decode_speedup_vs_no_drafts_max: float | None = None
+    # The workload (Workload): greedy, or sampled; the epoch measured.
+    temperature: float = 0.0
+    samples: int = 1
+    epoch: int = 1
 
     @classmethod
     def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
@@ -54,7 +72,7 @@ class BenchRecord:
 class ProjectionRecord:
     """One method at one K and batch size, replayed in batches and priced by a cost model
     (specdec/bench/projection.py). Not a measurement: acceptance from the bundled model's
-    greedy outputs, step times from `cost_model`."""
+    greedy or sampled outputs, step times from `cost_model`."""
 
     method: str
     engine: str  # projected:<cost model>
@@ -79,3 +97,6 @@ class ProjectionRecord:
     accepted_per_pos: list[int]
     num_output_tokens: int
     tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read
+    temperature: float = 0.0  # the workload (Workload): greedy, or sampled; the epoch measured
+    samples: int = 1
+    epoch: int = 1

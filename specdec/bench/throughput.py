@@ -20,6 +20,13 @@ snapshot) and only then does the decode clock start. Greedy outputs are compared
 with drafting switched off: the ratio of the two in a round is what drafting is worth on one
 engine start, free of the start-to-start spread that a ratio to `none`'s engine carries.
 
+Sampled workloads (`--temperature T --samples S`): every prompt runs as S requests, each with
+its own seed (specdec/sampling_seeds.py), at temperature T; outputs then differ from method
+to method (the engine's random stream depends on the drafts), so they are not compared. With
+`--epochs E`, every measurement first generates epochs 1..E-1 (new samples of the same
+prompts) on the same engine after the cold start, untimed, and then times epoch E: the
+drafters keep what the earlier epochs taught them.
+
 `specdec[warm]` measures the persisted-cache mode (what a nightly run gains from the cache
 file the previous night saved): its engine first generates a disjoint set of prompts, which
 saves the cache file, and every measurement then starts from a copy of that file.
@@ -36,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from specdec.bench.records import BenchRecord
+from specdec.bench.records import BenchRecord, Workload
 from specdec.bench.rounds import NO_DRAFTS, UNRESETTABLE, Timing, engine_owner, schedule
 from specdec.bench.step_breakdown import StepWindow
 from specdec.bench.throughput_report import make_records
@@ -144,11 +151,16 @@ def run_rounds(
     progress: Callable[[str], None] = lambda _: None,
     step_windows: list[StepWindow] | None = None,
     engine_env: dict[str, dict[str, str]] | None = None,
+    sampling: SamplingOptions = GREEDY,
+    warmup_epochs: Sequence[Sequence[GenerationRequest]] = (),
+    workload: Workload = Workload(),
 ) -> list[BenchRecord]:
     """Measure every method at every batch size in `rounds` interleaved rounds; one record
     per method and batch size (medians, and the spread of the ratio to `none`). With
     `step_windows`, the engines time their steps and every decode pass is appended there;
-    `engine_env`: environment variables of a method's own for its engines' start."""
+    `engine_env`: environment variables of a method's own for its engines' start.
+    `requests` are generated with `sampling` (each request's own seed wins); with
+    `warmup_epochs`, each measurement first generates those (the same prompts), untimed."""
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     timings: list[Timing] = []
     results: dict[tuple[str, int], list[GenerationResult]] = {}
@@ -166,7 +178,9 @@ def run_rounds(
                     if other is not slots[step.method] or (i and steps[i - 1].round != step.round):
                         other.close()
             batch = prompts_for_batch(requests, step.batch_size, min_prompts)
-            timing, out, window = measure(slots[step.method], batch, step.round, step.batch_size, step.method)
+            earlier = [prompts_for_batch(e, step.batch_size, min_prompts) for e in warmup_epochs]
+            timing, out, window = measure(slots[step.method], batch, step.round, step.batch_size, step.method,
+                                          sampling, earlier)
             timings.append(timing)
             if step_windows is not None and window is not None:
                 step_windows.append(window)
@@ -180,14 +194,16 @@ def run_rounds(
             if cost is not None:
                 progress(f"{name}: budget step cost {_format_cost(cost)}")
         starts = {name: slot.starts for name, slot in slots.items()}
-    return make_records(methods, timings, results, dataset, all_alive, starts, len(warm_from))
+    return make_records(methods, timings, results, dataset, all_alive, starts, len(warm_from), workload)
 
 
-def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int, batch_size: int, method: str
+def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int, batch_size: int, method: str,
+            sampling: SamplingOptions = GREEDY, earlier_epochs: Sequence[Sequence[GenerationRequest]] = (),
             ) -> tuple[Timing, list[GenerationResult], StepWindow | None]:
     """`method` on `slot`'s engine: from an empty prefix cache, the prefill pass
     (max_tokens=1: every prompt then in the prefix cache), the cross-request cache back to
-    its start, then the timed decode pass (and its steps, where the engine records them)."""
+    its start, the earlier epochs (untimed: the drafter keeps what they leave), then the
+    timed decode pass (and its steps, where the engine records them)."""
     engine = slot.ready()
     slot.set_drafting(method not in NO_DRAFTS)
     engine.reset_prefix_cache()  # else a second batch size or round would prefill for free
@@ -195,10 +211,12 @@ def measure(slot: MethodEngine, batch: Sequence[GenerationRequest], round_: int,
     engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)
     prefill_s = time.perf_counter() - started
     slot.start_cold()  # after the prefill pass: its one-token outputs must not be drafted from
+    for epoch in earlier_epochs:
+        engine.generate(epoch, sampling, batch_size=batch_size)
     if slot.record_steps:
-        engine.take_step_records()  # the prefill pass's steps: not measured
+        engine.take_step_records()  # the prefill pass's and earlier epochs' steps: not measured
     started = time.perf_counter()
-    results = engine.generate(batch, GREEDY, batch_size=batch_size)
+    results = engine.generate(batch, sampling, batch_size=batch_size)
     ended = time.perf_counter()
     window = None
     if slot.record_steps:

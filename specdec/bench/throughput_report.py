@@ -7,7 +7,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from specdec.bench.records import BenchRecord
+from specdec.bench.records import BenchRecord, Workload
 from specdec.bench.rounds import REFERENCE, UNRESETTABLE, Timing, summarize
 from specdec.config import SpecConfig
 from specdec.stats import ShardStats
@@ -22,8 +22,10 @@ def make_records(
     all_alive: bool,
     starts: dict[str, int],
     num_warm_prompts: int = 0,
+    workload: Workload = Workload(),
 ) -> list[BenchRecord]:
-    """One record per method and batch size; acceptance figures over all its rounds."""
+    """One record per method and batch size; acceptance figures over all its rounds. Sampled
+    outputs are not compared with `none`'s (the random stream depends on the drafts)."""
     records = []
     for s in summarize(timings):
         spec = methods[s.method]
@@ -38,8 +40,9 @@ def make_records(
             batch_size=s.batch_size,
             k_max=spec.k_max,
             num_requests=len(runs) // s.rounds,
-            outputs_identical_to_none=_identical(runs, results.get((REFERENCE, s.batch_size))),
-            started_from=_started_from(spec, all_alive, s.rounds, starts[s.method], num_warm_prompts),
+            outputs_identical_to_none=None if workload.temperature > 0 else _identical(
+                runs, results.get((REFERENCE, s.batch_size))),
+            started_from=_started_from(spec, all_alive, s.rounds, starts[s.method], num_warm_prompts, workload.epoch),
             tokens_per_s=s.tokens_per_s.median,
             seconds=statistics.median(t.prefill_s + t.decode_s for t in timings
                                       if (t.method, t.batch_size) == (s.method, s.batch_size)),
@@ -55,6 +58,7 @@ def make_records(
             decode_speedup_vs_no_drafts=own.median if own else None,
             decode_speedup_vs_no_drafts_min=own.low if own else None,
             decode_speedup_vs_no_drafts_max=own.high if own else None,
+            **workload.fields(),
         ))
     return records
 
@@ -63,19 +67,21 @@ def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationR
     """Every round's output of every prompt equals `none`'s (any round of it)."""
     if reference is None:
         return None
-    ref = {r.id: r.output_token_ids for r in reference}
-    return all(ref.get(r.id) == r.output_token_ids for r in runs)
+    ref = {(r.id, r.sample): r.output_token_ids for r in reference}
+    return all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
 
 
-def _started_from(spec: SpecConfig, all_alive: bool, rounds: int, starts: int, num_warm_prompts: int) -> str:
+def _started_from(spec: SpecConfig, all_alive: bool, rounds: int, starts: int, num_warm_prompts: int,
+                  epoch: int = 1) -> str:
     if spec.method in UNRESETTABLE:
         kept = "a fresh engine per measurement"
     else:
         kept = "one engine kept alive through the rounds" if all_alive else "a fresh engine per round"
     cache = (f"every measurement starts from the cache file saved after generating {num_warm_prompts} other prompts"
              if spec.cache_file else "cold cross-request cache per measurement")
+    epochs = f"; epochs 1-{epoch - 1} of the same prompts generated before the clock" if epoch > 1 else ""
     return (f"{rounds} interleaved rounds, {kept} ({starts} started), warmed up on other prompts; "
-            f"prompts prefilled before the clock; {cache}")
+            f"prompts prefilled before the clock; {cache}{epochs}")
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:

@@ -101,9 +101,17 @@ class BatchProposer(Protocol):
         of them accepted (both [num_rows])."""
         ...
 
-    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: Sequence[int]) -> DraftBatch:
+    def propose_batch(
+        self,
+        req_ids: Sequence[str],
+        tokens: Sequence[np.ndarray],
+        ks: Sequence[int],
+        num_prompt_tokens: Sequence[int] | None = None,
+    ) -> DraftBatch:
         """Draft at most `ks[i]` tokens ([num_rows]) for row i from `tokens[i]` ([num_tokens_i];
-        a list of arrays, or `TokenRows`)."""
+        a list of arrays, or `TokenRows`). `num_prompt_tokens` ([num_rows], or None: unknown)
+        is each row's prompt length; a drafter that groups requests by prompt reads it when it
+        first sees a request, the others ignore it."""
         ...
 
     def forget(self, req_id: str) -> None:
@@ -125,7 +133,13 @@ class RowByRow:
             if drafted:
                 feedback(req_id, int(drafted), int(accepted))
 
-    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: Sequence[int]) -> DraftBatch:
+    def propose_batch(
+        self,
+        req_ids: Sequence[str],
+        tokens: Sequence[np.ndarray],
+        ks: Sequence[int],
+        num_prompt_tokens: Sequence[int] | None = None,  # ignored: a per-request proposer drafts alone
+    ) -> DraftBatch:
         drafts = [self.proposer.propose(r, t, int(k)) for r, t, k in zip(req_ids, tokens, ks, strict=True)]
         confidences = [self.proposer.confidence(r) for r in req_ids] if self._confident else None  # type: ignore[attr-defined]
         return DraftBatch.from_rows(drafts, confidences)

@@ -1,23 +1,27 @@
 """The file a cross-request draft cache is saved to (`--cache-file`): a versioned header,
-checked before anything is used, an atomic write, and the cached sequences as payload.
+checked before anything is used, an atomic write, and the cached sequences and the
+per-prompt history as payload.
 
 Format: a NumPy `.npz` archive. Its `meta` entry is JSON:
-`{"format": "specdec-draft-cache", "version": 2, "tokenizer": <hash or null>, "max_depth",
+`{"format": "specdec-draft-cache", "version": 3, "tokenizer": <hash or null>, "max_depth",
 "ids"}`; the payload is `tokens` (int32, every cached sequence's tokens one after another,
-oldest sequence first) and `lengths` (int64, one per sequence). Both drafters (the Python
-reference and the compiled core) save and load this payload, so a file written by one loads
-into the other; the trie or suffix tree is never stored, it is rebuilt on load.
+oldest sequence first) and `lengths` (int64, one per sequence), then the history
+(prompt_history): `history_digests` (uint64, the prompt digest of each completion),
+`history_lengths` (int64) and `history_tokens` (int32, the completions one after another),
+oldest completion first. Both drafters (the Python reference and the compiled core) save and
+load this payload, so a file written by one loads into the other; the trie or suffix tree is
+never stored, it is rebuilt on load.
 
-Version 1 (the first file with this header: one array `s<i>` per sequence and a node budget
-in `max_nodes`) still loads; its node budget is ignored, the loading cache's token budget
-applies. Token ids only mean something to the tokenizer that made them, so a file written
-with another tokenizer is refused like a damaged one, and so is a file without the header
-(any older specdec's): nothing says which tokenizer wrote it. `read` raises CacheFileError,
-naming the file and what is wrong, for a truncated, corrupt or foreign file, an unknown
-format version or another tokenizer; `set_aside` moves such a file out of the way so the run
-can start cold and the next save starts a good one. `write` goes through a temporary file
-of its own (unique per writer) and an atomic rename: two workers saving the same file at
-once leave one complete file.
+Versions 1 (the first file with this header: one array `s<i>` per sequence and a node budget
+in `max_nodes`) and 2 (the cache alone) still load, with an empty history; a version 1 node
+budget is ignored, the loading cache's token budget applies. Token ids only mean something
+to the tokenizer that made them, so a file written with another tokenizer is refused like a
+damaged one, and so is a file without the header (any older specdec's): nothing says which
+tokenizer wrote it. `read` raises CacheFileError, naming the file and what is wrong, for a
+truncated, corrupt or foreign file, an unknown format version or another tokenizer;
+`set_aside` moves such a file out of the way so the run can start cold and the next save
+starts a good one. `write` goes through a temporary file of its own (unique per writer) and
+an atomic rename: two workers saving the same file at once leave one complete file.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from typing import Any
 import numpy as np
 
 FORMAT = "specdec-draft-cache"
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 _MAX_TOKEN_ID = 2**31  # the payload stores int32 ids
 _DEPTHS = range(2, 256)  # what both caches accept (the compiled one stores depths in a byte)
 
@@ -43,34 +47,63 @@ class CacheFileError(ValueError):
     """A cache file that cannot be used; the message names the file and the reason."""
 
 
+def _no_ints(dtype: type) -> np.ndarray:
+    return np.zeros(0, dtype=dtype)
+
+
 @dataclasses.dataclass(frozen=True)
 class CacheContents:
-    """What a cache file holds: the trie depth and the sequences, oldest first."""
+    """What a cache file holds: the trie depth, the sequences, oldest first, and the
+    per-prompt history's completions, oldest first."""
 
     max_depth: int
     ids: list[str]
     tokens: np.ndarray  # [sum(lengths)] int32: the sequences one after another
     lengths: np.ndarray  # [len(ids)] int64
+    history_digests: np.ndarray = dataclasses.field(default_factory=lambda: _no_ints(np.uint64))  # [num_completions]
+    history_lengths: np.ndarray = dataclasses.field(default_factory=lambda: _no_ints(np.int64))  # [num_completions]
+    history_tokens: np.ndarray = dataclasses.field(default_factory=lambda: _no_ints(np.int32))  # [sum(history_lengths)]
 
     def sequences(self) -> list[np.ndarray]:
         """One int64 array per sequence, oldest first."""
-        ends = np.cumsum(self.lengths)
-        return [self.tokens[end - n : end].astype(np.int64) for end, n in zip(ends, self.lengths, strict=True)]
+        return _split(self.tokens, self.lengths)
+
+    def history(self) -> list[tuple[int, np.ndarray]]:
+        """(prompt digest, completion as int64) per history completion, oldest first."""
+        return list(zip((int(d) for d in self.history_digests), _split(self.history_tokens, self.history_lengths)))
+
+    def with_history(self, history: list[tuple[int, np.ndarray]]) -> "CacheContents":
+        """These contents with `history` ((digest, completion), oldest first) as the history."""
+        tokens = [np.asarray(c) for _, c in history]
+        return dataclasses.replace(
+            self, history_digests=np.array([d for d, _ in history], dtype=np.uint64),
+            history_lengths=np.array([t.size for t in tokens], dtype=np.int64),
+            history_tokens=np.concatenate(tokens).astype(np.int32) if tokens else _no_ints(np.int32))
+
+
+def _split(tokens: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    ends = np.cumsum(lengths)
+    return [tokens[end - n : end].astype(np.int64) for end, n in zip(ends, lengths, strict=True)]
 
 
 def write_contents(path: str | Path, contents: CacheContents, tokenizer: str | None) -> None:
-    """Write a cache's sequences under the current header (atomically)."""
-    tokens = np.asarray(contents.tokens)
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= _MAX_TOKEN_ID):
-        raise ValueError("cache file: token ids must lie in [0, 2**31)")
+    """Write a cache's sequences and history under the current header (atomically)."""
+    tokens, history = np.asarray(contents.tokens), np.asarray(contents.history_tokens)
+    for ids in (tokens, history):
+        if ids.size and (ids.min() < 0 or ids.max() >= _MAX_TOKEN_ID):
+            raise ValueError("cache file: token ids must lie in [0, 2**31)")
     arrays = {"tokens": np.ascontiguousarray(tokens, dtype=np.int32),
-              "lengths": np.asarray(contents.lengths, dtype=np.int64)}
+              "lengths": np.asarray(contents.lengths, dtype=np.int64),
+              "history_digests": np.asarray(contents.history_digests, dtype=np.uint64),
+              "history_lengths": np.asarray(contents.history_lengths, dtype=np.int64),
+              "history_tokens": np.ascontiguousarray(history, dtype=np.int32)}
     write(path, {"max_depth": contents.max_depth, "ids": list(contents.ids)}, arrays, tokenizer)
 
 
 def read_contents(path: str | Path, tokenizer: str | None) -> CacheContents:
-    """The sequences of a usable file of any readable version. Raises FileNotFoundError or
-    CacheFileError (also for a payload that does not add up)."""
+    """The sequences and history of a usable file of any readable version (no history before
+    version 3). Raises FileNotFoundError or CacheFileError (also for a payload that does not
+    add up)."""
     meta, arrays = read(path, tokenizer)
     try:
         return _contents(meta, arrays)
@@ -92,13 +125,28 @@ def _contents(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> CacheConte
             raise ValueError("a stored sequence is not 1-D")
     else:
         tokens, lengths = arrays["tokens"], arrays["lengths"]
+    _check_tokens(tokens, lengths)
+    if lengths.size != len(ids):
+        raise ValueError("sequence lengths do not match the sequence list")
+    contents = CacheContents(max_depth, [str(i) for i in ids], tokens.astype(np.int32), lengths.astype(np.int64))
+    if meta["version"] < 3:  # no history before version 3
+        return contents
+    digests, lengths, tokens = arrays["history_digests"], arrays["history_lengths"], arrays["history_tokens"]
+    if digests.ndim != 1 or digests.dtype != np.uint64 or digests.size != lengths.size:
+        raise ValueError("history digests of the wrong shape or type")
+    _check_tokens(tokens, lengths)
+    return dataclasses.replace(contents, history_digests=digests, history_lengths=lengths.astype(np.int64),
+                               history_tokens=tokens.astype(np.int32))
+
+
+def _check_tokens(tokens: np.ndarray, lengths: np.ndarray) -> None:
+    """Token ids in range, lengths adding up to the tokens."""
     if tokens.ndim != 1 or lengths.ndim != 1 or tokens.dtype.kind not in "iu" or lengths.dtype.kind not in "iu":
         raise ValueError("token arrays of the wrong shape or type")
-    if lengths.size != len(ids) or (lengths < 0).any() or int(lengths.sum()) != tokens.size:
-        raise ValueError("sequence lengths do not add up to the stored tokens")
+    if (lengths < 0).any() or int(lengths.sum()) != tokens.size:
+        raise ValueError("lengths do not add up to the stored tokens")
     if tokens.size and (tokens.min() < 0 or tokens.max() >= _MAX_TOKEN_ID):
         raise ValueError("token ids outside [0, 2**31)")
-    return CacheContents(max_depth, [str(i) for i in ids], tokens.astype(np.int32), lengths.astype(np.int64))
 
 
 def write(path: str | Path, meta: dict[str, Any], arrays: dict[str, np.ndarray], tokenizer: str | None) -> None:

@@ -3,7 +3,8 @@ the Python reference's interface.
 
 `NativeHybridProposer` drafts exactly what `HybridProposer` over a `SuffixTrieCache` drafts
 (tests/unit/test_native_drafter.py checks it on random and real token streams), with each
-request's own-text index kept up to date as tokens arrive, the cross-request cache as a
+request's own-text index kept up to date as tokens arrive, prompt groups, the live index and
+the per-prompt history as compacted tries (multi_index.h), the cross-request cache as a
 compacted suffix tree over a compact token store, and one call per engine step for the whole
 batch (`feedback_batch`, then `propose_batch`). The Python drafter stays as the reference
 (`--drafter python`).
@@ -11,6 +12,7 @@ batch (`feedback_batch`, then `propose_batch`). The Python drafter stays as the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -19,9 +21,14 @@ import numpy as np
 
 from specdec.drafting.base import DraftBatch, TokenRows
 from specdec.drafting.cache_file import CacheContents, read_contents, write_contents
+from specdec.drafting.confidence import SOURCES
+from specdec.drafting import live_text
+from specdec.drafting.live_text import DEFAULT_GROUP_MAX_TOKENS
+from specdec.drafting.prompt_history import DEFAULT_MAX_TOKENS as DEFAULT_HISTORY_MAX_TOKENS
+from specdec.drafting.prompt_history import DEFAULT_PER_PROMPT as DEFAULT_HISTORY_PER_PROMPT
 from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft, cache_sizes
 
-ABI_VERSION = 3  # the specdec_native.ABI_VERSION this code was written against
+ABI_VERSION = 5  # the specdec_native.ABI_VERSION this code was written against
 INSTALL_HINT = (
     "build it with `make setup` (scripts/install.sh installs packaging/specdec_native), "
     "or pass --drafter python to run the slower Python reference"
@@ -64,6 +71,24 @@ def _ints(values: Sequence[int]) -> list[int]:
 
 def _int32(tokens: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(tokens, dtype=np.int32)
+
+
+def prompt_lengths(num_prompt_tokens: Sequence[int] | None, num_rows: int) -> list[int]:
+    """The core's form of per-row prompt lengths: [] for unknown (None), else one int per row."""
+    if num_prompt_tokens is None:
+        return []
+    lengths = _ints(num_prompt_tokens)
+    if len(lengths) != num_rows:
+        raise ValueError(f"{len(lengths)} prompt lengths for {num_rows} rows")
+    if any(n < 0 for n in lengths):
+        raise ValueError(f"negative prompt length in {lengths}")
+    return lengths
+
+
+def prompt_digest(tokens: np.ndarray) -> int:
+    """The core's FNV-1a 64 of a prompt (the reference: specdec/drafting/prompt_digest.py)."""
+    tokens = np.asarray(tokens)
+    return load_core().prompt_digest(tokens if tokens.dtype in (np.int32, np.int64) else tokens.astype(np.int64))
 
 
 class NativeSuffixCache:
@@ -147,10 +172,19 @@ class NativeHybridProposer:
         n_max: int = 16,
         min_prob: float = 0.1,
         min_cache_match: int = 1,
+        group_max_tokens: int = DEFAULT_GROUP_MAX_TOKENS,
+        history_max_tokens: int = DEFAULT_HISTORY_MAX_TOKENS,
+        history_per_prompt: int = DEFAULT_HISTORY_PER_PROMPT,
     ) -> None:
         if not 1 <= n_min <= n_max <= 255:
             raise ValueError(f"need 1 <= n_min ({n_min}) <= n_max ({n_max}) <= 255")
-        self._core = load_core().Drafter(max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match)
+        if min(group_max_tokens, history_max_tokens, history_per_prompt) < 0:
+            raise ValueError("group and history bounds must be >= 0")
+        self._core = load_core().Drafter(max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match,
+                                         group_max_tokens, history_max_tokens, history_per_prompt,
+                                         live_text.LIVE_SLACK_TOKENS)  # read now: tests make it small
+        self.group_max_tokens = group_max_tokens
+        self.history_max_tokens = history_max_tokens
         self.cache = NativeSuffixCache(self._core.cache)
         self._last_confidence: dict[str, np.ndarray] = {}  # per-row API only
         self._bound_tokens: np.ndarray | None = None  # the TokenRows buffer the core reads
@@ -160,11 +194,11 @@ class NativeHybridProposer:
     def from_file(
         cls, path: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS, tokenizer: str | None = None, **kwargs
     ) -> "NativeHybridProposer":
-        """A drafter whose cache starts with a saved cache file's sequences (CacheFileError:
+        """A drafter whose cache and history start with a saved cache file's (CacheFileError:
         see cache_file.read_contents)."""
         contents = read_contents(path, tokenizer)
         proposer = cls(max_tokens, contents.max_depth, **kwargs)
-        proposer.cache.load_contents(contents)
+        proposer.load_contents(contents)
         return proposer
 
     def feedback_batch(self, req_ids: Sequence[str], num_drafted: Sequence[int], num_accepted: Sequence[int]) -> None:
@@ -172,15 +206,25 @@ class NativeHybridProposer:
         accepted (both [num_rows])."""
         self._core.feedback_rows(_as_list(req_ids), _ints(num_drafted), _ints(num_accepted))
 
-    def propose_batch(self, req_ids: Sequence[str], tokens: Sequence[np.ndarray], ks: Sequence[int]) -> DraftBatch:
+    def propose_batch(
+        self,
+        req_ids: Sequence[str],
+        tokens: Sequence[np.ndarray],
+        ks: Sequence[int],
+        num_prompt_tokens: Sequence[int] | None = None,
+    ) -> DraftBatch:
         """Row i: tokens[i] ([num_tokens_i], int32 or int64) is request req_ids[i]'s sequence so
         far (it only grows between calls: the tokens not seen before are indexed); drafts at
-        most ks[i] tokens ([num_rows]). One call for the whole batch; with `TokenRows` (vLLM's
+        most ks[i] tokens ([num_rows]). Every row's tokens are taken in before any row drafts;
+        num_prompt_tokens[i] (None: unknown) counts at a request's first sight (see
+        HybridProposer.propose_batch). One call for the whole batch; with `TokenRows` (vLLM's
         own buffer, bound once) no array is converted on the way in."""
         ks = _ints(ks)
+        prompts = prompt_lengths(num_prompt_tokens, len(ks))
         if isinstance(tokens, TokenRows):
-            return self._propose_rows(_as_list(req_ids), tokens, ks)
-        drafts, lengths, confidence = self._core.propose_batch(_as_list(req_ids), list(tokens), np.asarray(ks, dtype=np.int64))
+            return self._propose_rows(_as_list(req_ids), tokens, ks, prompts)
+        drafts, lengths, confidence = self._core.propose_batch(_as_list(req_ids), list(tokens),
+                                                               np.asarray(ks, dtype=np.int64), prompts)
         return DraftBatch(drafts, lengths, confidence)
 
     @property
@@ -193,13 +237,13 @@ class NativeHybridProposer:
             self._core.bind_tokens(token_ids)
             self._bound_tokens = token_ids
 
-    def _propose_rows(self, req_ids: list[str], rows: TokenRows, ks: list[int]) -> DraftBatch:
+    def _propose_rows(self, req_ids: list[str], rows: TokenRows, ks: list[int], prompts: list[int]) -> DraftBatch:
         self.bind_tokens(rows.token_ids)
         num_rows = len(req_ids)
         width = max(ks, default=0)
         if num_rows > self._out_lengths.shape[0] or width > self._out_tokens.shape[1]:
             self._bind_outputs(max(num_rows, self._out_lengths.shape[0]), max(width, self._out_tokens.shape[1]))
-        self._core.propose_rows(req_ids, rows.buffer_rows.tolist(), rows.lengths.tolist(), ks)
+        self._core.propose_rows(req_ids, rows.buffer_rows.tolist(), rows.lengths.tolist(), ks, prompts)
         # copies: the bound outputs are overwritten by the next step
         return DraftBatch(self._out_tokens[:num_rows, :width].copy(), self._out_lengths[:num_rows].copy(),
                           self._out_conf[:num_rows, :width].copy())
@@ -210,8 +254,9 @@ class NativeHybridProposer:
         self._out_conf = np.zeros((num_rows, width))
         self._core.bind_outputs(self._out_tokens, self._out_lengths, self._out_conf)
 
-    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
-        batch = self.propose_batch([req_id], [np.asarray(tokens)], [max(k, 0)])
+    def propose(self, req_id: str, tokens: np.ndarray, k: int, num_prompt_tokens: int | None = None) -> np.ndarray:
+        prompt = None if num_prompt_tokens is None else [num_prompt_tokens]
+        batch = self.propose_batch([req_id], [np.asarray(tokens)], [max(k, 0)], prompt)
         self._last_confidence[req_id] = batch.row_confidence(0).copy()
         return batch.draft(0).copy()
 
@@ -237,12 +282,51 @@ class NativeHybridProposer:
         """Bytes allocated by the cache and every active request's index."""
         return self._core.memory_bytes()
 
+    def source_counts(self) -> dict[str, tuple[int, int]]:
+        """Per source (own, cache, sibling, history, live): (drafted tokens verified, accepted)."""
+        return dict(zip(SOURCES, (tuple(c) for c in self._core.source_counts()), strict=True))
+
+    def take_source_counts(self) -> dict[str, tuple[int, int]]:
+        """`source_counts`, then zero them."""
+        return dict(zip(SOURCES, (tuple(c) for c in self._core.take_source_counts()), strict=True))
+
+    def history_entries(self) -> list[tuple[int, np.ndarray]]:
+        """(prompt digest, completion) of every kept completion, oldest first."""
+        digests, lengths, tokens = self._core.history()
+        ends = np.cumsum(lengths)
+        return [(int(d), tokens[end - n : end].astype(np.int64))
+                for d, end, n in zip(digests, ends, lengths, strict=True)]
+
+    def group_digests(self) -> list[int]:
+        """The prompt groups' digests, least recently joined first (tests)."""
+        return list(self._core.group_digests())
+
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of each structure; bound None: per request, empty between calls. The
         core keeps a request's own-text index and last draft's buckets in one record."""
-        return {"own_sequences": (self._core.num_requests, None),
-                "row_confidences": (len(self._last_confidence), None), **cache_sizes(self.cache)}
+        core = self._core
+        return {"own_sequences": (core.num_requests, None),
+                "row_confidences": (len(self._last_confidence), None), **cache_sizes(self.cache),
+                "shared_members": (core.num_members, None),
+                "live_index_tokens": (core.live_index_tokens, 2 * core.live_request_tokens + core.live_slack_tokens),
+                "group_tokens": (core.group_tokens, self.group_max_tokens + core.live_group_tokens),
+                "history_tokens": (core.history_tokens, self.history_max_tokens)}
+
+    def contents(self) -> CacheContents:
+        """What the cache file holds: the cache's sequences and the history, oldest first."""
+        digests, lengths, tokens = self._core.history()
+        return dataclasses.replace(self.cache.contents(), history_digests=digests, history_lengths=lengths,
+                                   history_tokens=tokens)
+
+    def load_contents(self, contents: CacheContents) -> None:
+        """Start from a file's contents: its sequences into the cache, its completions into
+        the history (as loaded ones: they seed a prompt's group when it is created)."""
+        self.cache.load_contents(contents)
+        self._core.load_history(np.ascontiguousarray(contents.history_digests, dtype=np.uint64),
+                                np.ascontiguousarray(contents.history_lengths, dtype=np.int64),
+                                _int32(contents.history_tokens))
 
     def save_cache(self, path: str, tokenizer: str | None = None) -> int:
-        self.cache.save(path, tokenizer)
+        """Write the cross-request cache and the history to `path`; returns the sequences written."""
+        write_contents(path, self.contents(), tokenizer)
         return len(self.cache)

@@ -55,7 +55,7 @@ def speculative_config(spec: SpecConfig) -> dict[str, Any] | None:
     return {
         "method": "custom_class",
         "model": vllm_proposer.CLASS_PATH,
-        "num_speculative_tokens": k,
+        "num_speculative_tokens": spec.k_ceiling,  # k_max, or the budget's tail ceiling
     }
 
 
@@ -190,6 +190,19 @@ class VllmEngine:
                 sizes.update({name: tuple(v) for name, v in (worker_sizes or {}).items()})
         return sizes
 
+    def take_source_counts(self) -> dict[str, tuple[int, int]]:
+        """specdec's per-source (drafted, accepted) token counts since the last call, summed
+        over the workers, then zeroed there ({} for other methods): one round trip, made
+        once per generate call by specdec.generate."""
+        if self.spec.method != "specdec":
+            return {}
+        total: dict[str, tuple[int, int]] = {}
+        for counts in self.llm.collective_rpc(vllm_proposer.take_source_counts):
+            for source, (drafted, accepted) in (counts or {}).items():
+                was = total.get(source, (0, 0))
+                total[source] = (was[0] + int(drafted), was[1] + int(accepted))
+        return total
+
     @property
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()
@@ -258,8 +271,10 @@ class VllmEngine:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=sampling.top_k if sampling.top_k > 0 else -1,
+                # a request's own seed (one per sample, see specdec.sampling_seeds) wins; else
                 # request i of the whole call gets seed + i, however it is chunked
-                seed=None if sampling.seed is None else sampling.seed + first_index + i,
+                seed=r.seed if r.seed is not None else (
+                    None if sampling.seed is None else sampling.seed + first_index + i),
                 ignore_eos=sampling.ignore_eos,
             )
             for i, r in enumerate(requests)
@@ -274,10 +289,11 @@ class VllmEngine:
         token_ids = list(completion.token_ids)
         return GenerationResult(
             id=req.id,
+            sample=req.sample,
             completion=completion.text,
             output_token_ids=token_ids,
             finish_reason=str(completion.finish_reason),
-            stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_max, self.spec.speculative),
+            stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_ceiling, self.spec.speculative),
             per_step_drafted=drafted,
             per_step_accepted=accepted,
         )

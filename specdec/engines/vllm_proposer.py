@@ -7,7 +7,9 @@ SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer
 Each step is one call to the controller (`engine_step`; specdec's own drafter runs under the
 compiled controller, specdec/native_controller.py). Finished requests are noticed when they
 leave the batch (the last ones of a generate call at the next call's first step, or when the
-cache is saved) and their tokens go into the cross-request cache. Per-request statistics
+cache is saved) and their tokens go into the cross-request cache (their output into their
+prompt's history). Each row's prompt length (the input batch's `num_prompt_tokens`) tells the
+drafter which requests share a prompt. Per-request statistics
 come from vLLM's own per-request metrics, so a generate call makes no round trip to the
 worker.
 
@@ -39,7 +41,7 @@ class SpecdecVllmProposer:
     """vLLM custom proposer: specdec's drafts, one controller call per step."""
 
     def __init__(self, vllm_config: Any) -> None:
-        self.k_max = int(vllm_config.speculative_config.num_speculative_tokens)
+        self.k_engine = int(vllm_config.speculative_config.num_speculative_tokens)  # drafts never exceed it
         self.max_num_seqs = int(vllm_config.scheduler_config.max_num_seqs)
         self.controller: Controller | None = None
         self.input_batch: Any = None
@@ -53,9 +55,11 @@ class SpecdecVllmProposer:
 
     def bind(self, input_batch: Any, config: SpecConfig, tokenizer: str | None = None) -> str | None:
         """Returns a warning when the cache file could not be used (the cache starts empty)."""
-        if config.k_max != self.k_max:
-            raise ValueError(f"SpecConfig.k_max={config.k_max} != vLLM K={self.k_max}")
+        if config.k_ceiling != self.k_engine:
+            raise ValueError(f"SpecConfig.k_ceiling={config.k_ceiling} != vLLM K={self.k_engine}")
         self.input_batch = input_batch
+        if not hasattr(input_batch, "num_prompt_tokens"):
+            log.warning("specdec: the input batch has no num_prompt_tokens: drafting without prompt groups or history")
         self.controller = make_controller(config, tokenizer=tokenizer)
         self.budget = config.budget
         return self.controller.cache_warning
@@ -70,10 +74,16 @@ class SpecdecVllmProposer:
         controller = self.controller
         if controller is None or not self.drafting:  # warm-up before binding, or drafting off
             return [[] for _ in sampled_token_ids]
-        budget = self.budget
-        drafts, sample = controller.engine_step(self.input_batch.req_ids, sampled_token_ids, num_tokens_no_spec,
+        budget, batch = self.budget, self.input_batch
+        # [max_num_reqs] each input-batch row's prompt length (vLLM 0.32's InputBatch; None:
+        # unknown, see bind): the drafter groups requests of a prompt by it
+        prompt_lens = getattr(batch, "num_prompt_tokens", None)
+        # A batch with free rows has nothing waiting to join: the wave's tail, where the
+        # budget may draft up to the engine's K instead of k_max (SpecConfig.k_ceiling).
+        tail = len(sampled_token_ids) < self.max_num_seqs
+        drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec,
                                                 token_ids_cpu, self.timer.model if budget else None, self.forced_k,
-                                                timed=budget)
+                                                timed=budget, num_prompt_tokens=prompt_lens, tail=tail)
         if sample is not None:
             self.timer.add(sample)
         return drafts
@@ -165,6 +175,15 @@ def step_cost(worker: Any) -> dict[str, float] | None:
 def state_sizes(worker: Any) -> dict[str, tuple[int, int | None]] | None:
     drafter = _drafter(worker)
     return None if drafter is None else drafter.state_sizes()
+
+
+def take_source_counts(worker: Any) -> dict[str, tuple[int, int]] | None:
+    """Per drafting source (own, cache, sibling, history, live): (drafted tokens verified,
+    accepted) since the last call, then zeroed; None: no specdec drafter in this worker."""
+    drafter = _drafter(worker)
+    if drafter is None or drafter.controller is None:
+        return None
+    return drafter.controller.take_source_counts()
 
 
 def save_cache(worker: Any, path: str) -> int:

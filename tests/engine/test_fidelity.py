@@ -4,7 +4,8 @@ model generates.
 Greedy: every method's token ids equal `none`'s on 104 short prompts (HumanEval and ShareGPT
 first turns) in one batch. Sampling (temperature 0.8; with top_p 0.95; with top_k 20): for
 our proposer and vLLM's ngram, the joint distribution of the first three generated tokens of
-a prompt whose continuation is drafted matches the distribution without speculation
+many samples of one prompt whose continuation is drafted (specdec also from the samples'
+siblings, as they are written) matches the distribution without speculation
 (chi-square test of homogeneity at ALPHA), and vLLM's per-request metrics prove drafts were
 verified. A temperature 20% off is detected with the same samples: the test can fail (the
 statistic alone: tests/unit/test_chi_square.py).
@@ -106,10 +107,20 @@ def check_speculation_ran(probe: dict) -> None:
     assert probe["num_accepted_tokens"] < probe["num_draft_tokens"], "no draft was rejected"
 
 
+def check_siblings_drafted(probe: dict) -> None:
+    """The probe's samples are siblings (one row, many samples): some of specdec's verified
+    drafts came from their text (prompt group or live index), so the distribution test
+    covers those drafts too."""
+    counts = probe["source_counts"]
+    from_siblings = sum(counts.get(source, (0, 0))[0] for source in ("sibling", "live"))
+    assert from_siblings > 0, f"no draft came from the samples' siblings: {counts}"
+
+
 def speculation_summary(probe: dict) -> str:
     return (
         f"drafts {probe['num_drafts']}, draft tokens {probe['num_draft_tokens']}, accepted "
-        f"{probe['num_accepted_tokens']} (per position {probe['accepted_per_pos']})"
+        f"{probe['num_accepted_tokens']} (per position {probe['accepted_per_pos']}); by source "
+        f"{probe.get('source_counts') or '-'}"
     )
 
 
@@ -121,6 +132,8 @@ def test_sampling_distribution_matches_no_speculation(method, case, probe_factor
     spec = sampling_probe_for(method, SPEC_SEED[method], case, probe_factory)
     assert all(len(ids) == len(spec["samples"][0]) for ids in spec["samples"] + plain["samples"])
     check_speculation_ran(spec)
+    if method == "specdec":
+        check_siblings_drafted(spec)
     result = chi_square.same_distribution(
         chi_square.first_tokens(plain["samples"]), chi_square.first_tokens(spec["samples"])
     )

@@ -1,5 +1,6 @@
 """Upgrades (no engine): a results database and staged shards written by the pipeline at
-commit 573b56b (before `mean_accepted_length` became `tokens_per_forward`).
+commit 573b56b (before `mean_accepted_length` became `tokens_per_forward`, and before samples
+per prompt keyed outputs and request_stats by (id, sample)).
 
 fixtures/sql_573b56b/ is that commit's sql/ tree, kept as it was: the old database is built
 from its migrations and insert queries exactly as its migrator and ingest did, then opened
@@ -128,6 +129,21 @@ def build_573b56b_db(path: Path) -> None:
         con.close()
 
 
+# Columns the upgrade adds to a table, after `id`, with the value old rows get (one sample each).
+ADDED_BY_SAMPLES = {"outputs": {"sample": 0, "num_samples": 1}, "request_stats": {"sample": 0}}
+
+
+def with_samples(table: str, columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
+    """An old table's columns and rows as the upgrade should leave them."""
+    added = ADDED_BY_SAMPLES.get(table, {})
+    if not added:
+        return columns, rows
+    at = columns.index("id") + 1
+    values = tuple(added.values())
+    return (columns[:at] + list(added) + columns[at:],
+            sorted(row[:at] + values + row[at:] for row in rows))
+
+
 def snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[list[str], list[tuple]]]:
     out = {}
     for table in TABLES:
@@ -148,15 +164,22 @@ def test_573b56b_database_upgrades_in_place_with_rows_intact(tmp_db):
     after = snapshot(con)
     for table in TABLES:
         old_columns, old_rows = before[table]
-        assert after[table] == ([c.replace("mean_accepted_length", "tokens_per_forward") for c in old_columns],
-                                old_rows), table
+        renamed = [c.replace("mean_accepted_length", "tokens_per_forward") for c in old_columns]
+        assert after[table] == with_samples(table, renamed, old_rows), table
     values = con.execute("SELECT id, tokens_per_forward FROM request_stats ORDER BY id").fetchall()
     assert values == [("q0", 2.0), ("q1", 1.5), ("q2", 1.0)]
     migrations = con.execute("SELECT * FROM schema_migrations ORDER BY name").fetchall()
-    assert [r for r in migrations if r[0] != "0013_tokens_per_forward"] == recorded  # old records untouched
+    old_names = {r[0] for r in recorded if r[1] == "migration"}
+    assert [r for r in migrations if r[0] in old_names] == [r for r in recorded if r[1] == "migration"]  # untouched
     assert describe_schema(con) == GOLDEN.read_text()  # the same schema as a fresh database
     summary = con.execute("SELECT tokens_per_forward FROM v_run_summary WHERE run_id = 'r573'").fetchone()[0]
     assert summary == pytest.approx(25 / 16)
+    # old outputs are one sample each, and still add up
+    assert con.execute("SELECT input_rows, output_rows, quarantined_rows, output_samples, expected_samples, balanced "
+                       "FROM v_run_accounting").fetchall() == [(4, 3, 1, 3, 3, True)]
+    assert con.execute("SELECT count(*) FROM v_sample_agreement WHERE num_samples = 1 AND agreement = 1").fetchone() == (3,)
+    tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    assert not {"outputs_before_samples", "request_stats_before_samples"} & tables
     con.close()
 
 
@@ -217,6 +240,10 @@ def test_ingest_accepts_shards_staged_by_a_573b56b_worker(tmp_db, staging_dir):
         got = query(tmp_db, "SELECT id, tokens_per_forward FROM request_stats WHERE shard_id = ? ORDER BY id",
                     [shard_id])
         assert got == list(zip(old.column("id").to_pylist(), old.column("mean_accepted_length").to_pylist()))
+        # no sample column staged: each result is sample 0 of 1
+        assert query(tmp_db, "SELECT DISTINCT sample, num_samples FROM outputs WHERE shard_id = ?", [shard_id]) == [
+            (0, 1)]
+        assert query(tmp_db, "SELECT DISTINCT sample FROM request_stats WHERE shard_id = ?", [shard_id]) == [(0,)]
         shard = query(tmp_db, "SELECT num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens "
                               "FROM shards WHERE shard_id = ?", [shard_id])
         assert shard == [(25, 16, 9, 36, 9)]

@@ -1,7 +1,10 @@
 """Sampling probe shared by the sampling-distribution tests and their subprocess runs.
 
-Many identical prompts with different seeds, a few tokens each: the raw material for a
-distribution test (speculation on vs off) and a seed-reproducibility check. Tests get
+Many samples of one prompt (one row asking for `num_samples`, each sample with its own seed,
+as the pipeline's `samples` gives them), a few tokens each: the raw material for a
+distribution test (speculation on vs off) and a seed-reproducibility check. The samples are
+siblings: specdec drafts them from each other's text as it is written (prompt groups, the
+live index), and the probe records which sources its drafts came from. Tests get
 probes through tests/conftest.py's `probe_factory`, which shares them within a test session.
 Run as a script it starts its own engine (so env vars such as SPECDEC_DISABLE_SAMPLING_FIX
 reach every vLLM process from the start) and writes the probe as JSON:
@@ -39,7 +42,7 @@ SAMPLING = {"temperature": 1.0}
 
 
 def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool = False) -> list:
-    """Generate from a cold drafting state; request i gets seed + i.
+    """Generate from a cold drafting state (requests carry their own seeds).
 
     The drafts decide how many random numbers the rejection sampler draws, so a seeded run
     repeats only if the drafts do: specdec's cross-request cache must start equal and learn
@@ -63,26 +66,41 @@ def run_probe(
     sampling: dict[str, Any] | None = None,
     num_repeat: int = NUM_REPEAT,
 ) -> dict:
-    """Generate the probe on a started VllmEngine (request i gets seed + i); JSON-able.
+    """Generate the probe on a started VllmEngine (sample i gets sample_seed(seed, row, i)); JSON-able.
 
     `sampling`: SamplingOptions fields (default SAMPLING). The draft figures are summed from
     vLLM's per-request spec-decode metrics, proof that speculation really ran (engine-wide
     counters from `get_metrics()` only follow the newest LLM of a process).
     """
-    from specdec.stats import ShardStats
-    from specdec.types import GenerationRequest, SamplingOptions
+    from specdec.types import SamplingOptions
 
-    prompt_ids = tuple(engine.tokenizer.encode(PROMPT))
-    requests = [GenerationRequest(f"p{i}", prompt_ids, MAX_TOKENS) for i in range(num_samples)]
+    requests = sample_requests(engine, seed, num_samples)
     options = SamplingOptions(seed=seed, ignore_eos=True, **(SAMPLING if sampling is None else sampling))
     results = cold_generate(engine, requests, options)
-    total = ShardStats.aggregate(r.stats for r in results)
+    probe = summarize(results)
+    probe["source_counts"] = engine.take_source_counts()  # this call's drafts (cold_generate reset them)
     first = cold_generate(engine, requests[:num_repeat], options, sequential=True)
     again = cold_generate(engine, requests[:num_repeat], options, sequential=True)
+    return {**probe, "first": [r.output_token_ids for r in first], "again": [r.output_token_ids for r in again]}
+
+
+def sample_requests(engine: Any, seed: int, num_samples: int, row_id: str = "probe") -> list:
+    """One row of PROMPT asking for `num_samples` samples, each seeded as the pipeline seeds it."""
+    from specdec.sampling_seeds import sample_seed
+    from specdec.types import GenerationRequest
+
+    prompt_ids = tuple(engine.tokenizer.encode(PROMPT))
+    return [GenerationRequest(row_id, prompt_ids, MAX_TOKENS, sample=i, seed=sample_seed(seed, row_id, i))
+            for i in range(num_samples)]
+
+
+def summarize(results: list) -> dict:
+    """The samples' token ids and the draft figures summed over them (JSON-able)."""
+    from specdec.stats import ShardStats
+
+    total = ShardStats.aggregate(r.stats for r in results)
     return {
         "samples": [r.output_token_ids for r in results],
-        "first": [r.output_token_ids for r in first],
-        "again": [r.output_token_ids for r in again],
         "num_drafts": total.num_drafts,
         "num_draft_tokens": total.num_draft_tokens,
         "num_accepted_tokens": total.num_accepted_tokens,

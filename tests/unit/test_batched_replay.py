@@ -246,3 +246,37 @@ def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_mode
     model = from_samples("cpu-calibrated", got_steps, got_prefills, "test")
     assert model.per_prefill_token_s == pytest.approx(2e-5, rel=1e-9)
     assert model.step.per_token_s == pytest.approx(1e-3, rel=1e-6)
+
+
+class PromptLengthSpy(DraftController):
+    """Records the prompt lengths each drafter call is given, per request id."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: dict[str, set[int]] = {}
+
+    def engine_step(self, req_ids, sampled, num_tokens, token_ids, cost, forced_k=None, timed=False,
+                    num_prompt_tokens=None, tail=False):
+        for i, req_id in enumerate(req_ids):
+            self.seen.setdefault(req_id, set()).add(int(num_prompt_tokens[i]))
+        return super().engine_step(req_ids, sampled, num_tokens, token_ids, cost, forced_k, timed, num_prompt_tokens,
+                                   tail)
+
+    def step_tokens(self, req_ids, tokens, num_accepted, cost=None, num_prompt_tokens=None, tail=False):
+        for req_id, n in zip(req_ids, num_prompt_tokens, strict=True):
+            self.seen.setdefault(req_id, set()).add(int(n))
+        return super().step_tokens(req_ids, tokens, num_accepted, cost, num_prompt_tokens, tail)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
+def test_every_drafter_call_knows_each_rows_prompt_length(batch_size):
+    # Rows join, leave and move within the condensed batch: each keeps its own prompt length.
+    reqs = [ReplayRequest(f"r{i}", [1 + i] * (3 + 2 * i), [5, 5, 5, 6, 6] + [0] * 3, 3 + i % 3) for i in range(5)]
+    spy = PromptLengthSpy(SpecConfig(method="ngram", k_max=2, policy=FIXED), ScriptedProposer())
+    simulate(reqs, spy, batch_size=batch_size, max_batched_tokens=6)
+    assert spy.seen == {r.id: {len(r.prompt_token_ids)} for r in reqs}
+    one = PromptLengthSpy(SpecConfig(method="ngram", k_max=2, policy=FIXED), ScriptedProposer())
+    from specdec.engines.replay import replay_with
+
+    replay_with(one, reqs)
+    assert one.seen == spy.seen

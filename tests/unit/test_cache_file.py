@@ -1,7 +1,8 @@
-"""The draft cache file (`--cache-file`): a file loads into either drafter, version 1 of the
-header too; a damaged, foreign, header-less, future-format or other-tokenizer file starts
-the run cold with a warning naming it and is moved aside; two processes saving the same file
-at once leave one complete file and no temporary files."""
+"""The draft cache file (`--cache-file`): a file loads into either drafter, versions 1 and 2
+of the header too (without history), version 3 with the per-prompt history; a damaged,
+foreign, header-less, future-format or other-tokenizer file starts the run cold with a
+warning naming it and is moved aside; two processes saving the same file at once leave one
+complete file and no temporary files."""
 
 from __future__ import annotations
 
@@ -68,6 +69,66 @@ def test_a_version_1_file_still_loads(tmp_path, drafter):
     assert ctl.cache_warning is None and len(ctl.proposer.cache) == 20  # its node bound is not used
 
 
+def second_header(path: Path, cache: SuffixTrieCache, tokenizer: str = TOKENIZER) -> None:
+    """Version 2: the cached sequences in one token array, no history."""
+    contents = cache.contents()
+    meta = {"format": cache_file.FORMAT, "version": 2, "tokenizer": tokenizer, "max_depth": cache.max_depth,
+            "ids": contents.ids}
+    with open(path, "wb") as out:
+        np.savez_compressed(out, meta=np.asarray(json.dumps(meta)), tokens=contents.tokens, lengths=contents.lengths)
+
+
+@pytest.mark.parametrize("drafter", ["native", "python"])
+def test_a_version_2_file_still_loads_without_history(tmp_path, drafter):
+    path = tmp_path / "cache.npz"
+    saved = saved_cache(tmp_path / "v3.npz")
+    second_header(path, saved)
+    assert cache_file.read_contents(path, TOKENIZER).history() == []
+    ctl = controller(path, drafter=drafter)
+    assert ctl.cache_warning is None and ctl.proposer.cache.dump() == saved.dump()
+    assert ctl.proposer.contents().history() == []
+
+
+def run_prompts(ctl: DraftController, prompts: list[list[int]], outputs: list[list[int]]) -> None:
+    """Each prompt answered by its output (grown a few tokens a step), then finished."""
+    ids = [f"r{i}" for i in range(len(prompts))]
+    seqs = [np.array(p + o, dtype=np.int64) for p, o in zip(prompts, outputs)]
+    lens = [len(p) for p in prompts]
+    longest = max(len(o) for o in outputs)
+    for n in [*range(1, longest, 3), longest]:
+        ctl.step_tokens(ids, [seq[: min(len(seq), p + n)] for seq, p in zip(seqs, lens)], [0] * len(ids), None, lens)
+    for req_id in ids:
+        ctl.finish(req_id)
+
+
+@pytest.mark.parametrize("drafter", ["native", "python"])
+def test_version_3_keeps_the_history_across_runs(tmp_path, drafter):
+    path = tmp_path / "cache.npz"
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(0, 50, size=12).tolist() for _ in range(3)]
+    outputs = [rng.integers(0, 50, size=int(rng.integers(5, 20))).tolist() for _ in range(3)]
+    first = controller(path, drafter=drafter)
+    run_prompts(first, prompts + prompts[:1], outputs + [outputs[0][:4]])
+    want = [(digest, tokens.tolist()) for digest, tokens in first.proposer.contents().history()]
+    assert [tokens for _, tokens in want] == outputs + [outputs[0][:4]]  # oldest first
+    assert want[0][0] == want[3][0] != want[1][0]  # one digest per prompt
+    first.save_cache(str(path))
+    assert [(d, t.tolist()) for d, t in cache_file.read_contents(path, TOKENIZER).history()] == want
+    for other in ("native", "python"):  # the file loads into either drafter
+        later = controller(path, drafter=other)
+        assert later.cache_warning is None
+        assert [(d, t.tolist()) for d, t in later.proposer.contents().history()] == want
+
+
+def test_history_round_trips_exactly_with_any_digest(tmp_path):
+    contents = cache_file.CacheContents(8, ["a"], np.arange(3, dtype=np.int32), np.array([3])).with_history(
+        [(2**64 - 1, np.array([4, 5])), (0, np.array([2**31 - 1])), (2**63, np.zeros(0, dtype=np.int64))])
+    cache_file.write_contents(tmp_path / "c.npz", contents, None)
+    got = cache_file.read_contents(tmp_path / "c.npz", None)
+    assert [(d, t.tolist()) for d, t in got.history()] == [(2**64 - 1, [4, 5]), (0, [2**31 - 1]), (2**63, [])]
+    assert got.ids == ["a"] and got.tokens.tolist() == [0, 1, 2]
+
+
 def truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -107,6 +168,13 @@ def depth_off(path: Path) -> None:  # a trie depth neither cache accepts
     cache_file.write(path, {"max_depth": 10**12, "ids": []}, empty, TOKENIZER)
 
 
+def history_off(path: Path) -> None:  # a good cache payload, a history that does not add up
+    arrays = {"tokens": np.arange(5, dtype=np.int32), "lengths": np.array([5]),
+              "history_digests": np.array([1, 2], dtype=np.uint64), "history_lengths": np.array([2, 2]),
+              "history_tokens": np.arange(3, dtype=np.int32)}
+    cache_file.write(path, {"max_depth": 8, "ids": ["a"]}, arrays, TOKENIZER)
+
+
 def future_version(path: Path) -> None:
     cache_file.write(path, {"max_depth": 8, "ids": []}, {}, TOKENIZER)
     with np.load(path) as data:
@@ -124,6 +192,7 @@ DAMAGE = {
     "header-less token store": (headerless_token_store, "no specdec header"),
     "payload off": (lengths_off, "damaged payload"),
     "depth off": (depth_off, "damaged payload"),
+    "history off": (history_off, "damaged payload"),
     "future version": (future_version, f"format version {cache_file.VERSION + 1}"),
     "other tokenizer": (lambda p: saved_cache(p, tokenizer="tok-b"), "written for another tokenizer"),
     "version 1, other tokenizer": (lambda p: first_header(p, saved_cache(p), "tok-b"), "written for another tokenizer"),

@@ -34,9 +34,20 @@ def test_methods_map_to_vllm_speculative_config():
     assert speculative_config(SpecConfig(method="none")) is None
     ngram = speculative_config(SpecConfig(method="ngram", k_max=3, ngram_min=2, ngram_max=4))
     assert ngram == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
-    ours = speculative_config(SpecConfig(method="specdec", k_max=5))
+    ours = speculative_config(SpecConfig(method="specdec", k_max=5, budget=False))
     assert ours["method"] == "custom_class" and ours["num_speculative_tokens"] == 5
     assert ours["model"] == "specdec.engines.vllm_proposer.SpecdecVllmProposer"
+    # with its budget, vLLM verifies up to the tail ceiling: twice k_max unless set
+    assert speculative_config(SpecConfig(method="specdec", k_max=5))["num_speculative_tokens"] == 10
+    assert speculative_config(SpecConfig(method="specdec", k_max=5, tail_k_max=7))["num_speculative_tokens"] == 7
+
+
+def test_the_tail_ceiling_is_bounded_by_k_max_and_64():
+    assert SpecConfig(method="specdec", k_max=40).k_ceiling == 64
+    assert SpecConfig(method="ngram", k_max=4).k_ceiling == 4  # only specdec's budget drafts past k_max
+    for bad in (3, 65):
+        with pytest.raises(ConfigError, match="tail_k_max"):
+            SpecConfig(method="specdec", k_max=4, tail_k_max=bad)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("arctic_inference") is not None, reason="arctic-inference installed")

@@ -40,7 +40,7 @@ def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, ma
     assert all(0 <= a <= d <= k_max for d, a in zip(res.per_step_drafted, res.per_step_accepted))
     # The K histogram counts every decode step (a forward after the prefill's) by its draft.
     hist = res.stats.k_histogram
-    assert hist[1:] == [res.per_step_drafted.count(j) for j in range(1, k_max + 1)]
+    assert hist[1:] == [res.per_step_drafted.count(j) for j in range(1, cfg.k_ceiling + 1)]
     assert hist[0] == res.stats.num_fallback_steps
     forwards = sum(hist) + 1
     # Every forward emits one token of its own plus the draft tokens it accepted.
@@ -123,3 +123,43 @@ def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(dra
         assert all(size == 0 for size, bound in sizes.values() if bound is None), (shard, sizes)
         assert all(size <= bound for size, bound in sizes.values() if bound is not None), (shard, sizes)
     assert sizes["cache_tokens"][0] == 180 and sizes["cache_sequences"][0] == 3  # three 60-token requests fit
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 6), drafter=st.sampled_from(["python", "native"]),
+       budget=st.booleans())
+def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(seed, k_max, drafter, budget):
+    """Requests of a few shared prompts decode side by side (greedy continuations from a small
+    vocabulary, so siblings, live text and own text all draft); what the drafter counts per
+    source adds up to what the target verified and accepted."""
+    from specdec.budget import StepCost
+    from specdec.engines.replay import num_matching
+
+    rng = np.random.default_rng(seed)
+    ctl = make_controller(SpecConfig(method="specdec", k_max=k_max, drafter=drafter))
+    cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=0.001) if budget else None
+    prompts = [rng.integers(0, 5, size=int(rng.integers(1, 20))).tolist() for _ in range(3)]
+    answers = [rng.integers(0, 5, size=30).tolist() for _ in range(2)]
+    requests = {f"q{i}": (prompts[i % 3], answers[i % 2] + rng.integers(0, 5, size=10).tolist()) for i in range(6)}
+    num_out = {req_id: 1 for req_id in requests}
+    pending = {req_id: np.zeros(0, dtype=np.int64) for req_id in requests}
+    accepted = {req_id: 0 for req_id in requests}
+    verified = [0, 0]
+    while num_out:
+        ids = list(num_out)
+        for req_id in ids:  # the drafts verified in the step that just ran
+            verified[0] += pending[req_id].size
+            verified[1] += accepted[req_id]
+        tokens = [np.array(requests[r][0] + requests[r][1][: num_out[r]], dtype=np.int64) for r in ids]
+        drafts = ctl.step_tokens(ids, tokens, [accepted[r] for r in ids], cost, [len(requests[r][0]) for r in ids])
+        for req_id, draft in zip(ids, drafts):
+            assert draft.size <= k_max
+            greedy = np.array(requests[req_id][1])
+            pending[req_id], accepted[req_id] = draft, num_matching(draft, greedy[num_out[req_id]:])
+            num_out[req_id] += accepted[req_id] + 1
+            if num_out[req_id] >= greedy.size:
+                del num_out[req_id]
+                ctl.finish(req_id)  # its last draft is never verified
+    counts = ctl.take_source_counts()
+    assert sum(d for d, _ in counts.values()) == verified[0] and sum(a for _, a in counts.values()) == verified[1]
+    assert ctl.take_source_counts() == {source: (0, 0) for source in counts}

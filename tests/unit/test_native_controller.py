@@ -1,13 +1,15 @@
 """The compiled controller (specdec/native_controller.py) against the reference
 (DraftController over the Python drafter): the same drafts step for step, the same
-lookup-time estimate and the same cache, with and without the batch budget, with the
-adaptive policy on and off, as requests join, finish mid-batch and are preempted then
-resumed; and the same through vLLM's proposer call (`engine_step`), clean-step shapes
-included."""
+lookup-time estimate, the same cache, prompt groups, live index, history and per-source
+counts, with and without the batch budget, with the adaptive policy on and off, as requests
+(some sharing a prompt, some of unknown prompt) join, finish mid-batch and are preempted
+then resumed; and the same through vLLM's proposer call (`engine_step`, with vLLM's
+per-row prompt lengths), clean-step shapes included."""
 
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -17,23 +19,44 @@ from hypothesis import strategies as st
 from specdec.budget import StepCost
 from specdec.config import PolicyConfig, SpecConfig
 from specdec.controller import Controller, DraftController, make_controller
+from specdec.drafting import live_text
 from specdec.drafting.base import TokenRows
 from specdec.drafting.native import load_core
 from specdec.native_controller import NativeDraftController
-from support.token_streams import repetitive_streams
+from support.token_streams import prompt_streams, repetitive_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
 
 LOOKUP_S = 3e-6  # every lookup call counts as this long in both controllers
 
 
-def _pair(k_max: int, policy: PolicyConfig, budget_tokens: int) -> tuple[DraftController, NativeDraftController]:
-    ref = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy, drafter="python",
-                                     cache_max_tokens=budget_tokens))
-    ref.clock = itertools.cycle([0.0, LOOKUP_S]).__next__  # start and end of each timed lookup
-    nat = NativeDraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy, cache_max_tokens=budget_tokens))
+SHARED_SIZES = ("shared_members", "live_index_tokens", "group_tokens", "history_tokens")
+
+
+def _pair(k_max: int, policy: PolicyConfig, budget_tokens: int, shared: tuple[int, int, int, int] | None = None,
+          ) -> tuple[DraftController, NativeDraftController]:
+    """`shared`: (group_max_tokens, history_max_tokens, history_per_prompt, live slack tokens)."""
+    group_max, history_max, per_prompt, slack = shared or (2_000_000, 1_000_000, 16, live_text.LIVE_SLACK_TOKENS)
+    bounds = {"group_max_tokens": group_max, "history_max_tokens": history_max, "history_per_prompt": per_prompt,
+              "budget": True}  # (its K ceiling past k_max in a wave's tail)
+    with mock.patch.object(live_text, "LIVE_SLACK_TOKENS", slack):
+        ref = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy, drafter="python",
+                                         cache_max_tokens=budget_tokens, **bounds))
+        ref.clock = itertools.cycle([0.0, LOOKUP_S]).__next__  # start and end of each timed lookup
+        nat = NativeDraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy,
+                                               cache_max_tokens=budget_tokens, **bounds))
     nat.fix_lookup_time(LOOKUP_S)
     return ref, nat
+
+
+def _same_shared_text(ref: DraftController, nat: NativeDraftController) -> None:
+    ref_sizes, nat_sizes = ref.state_sizes(), nat.state_sizes()
+    assert [nat_sizes[k] for k in SHARED_SIZES] == [ref_sizes[k] for k in SHARED_SIZES]
+    assert nat.proposer.source_counts() == ref.proposer.source_counts()
+
+
+shared_bounds = st.tuples(st.sampled_from([0, 80, 2_000_000]), st.sampled_from([0, 60, 1_000_000]),
+                          st.sampled_from([0, 2, 16]), st.sampled_from([0, 50, 65536]))
 
 
 def _costs(rng: np.random.Generator) -> list[StepCost | None]:
@@ -57,11 +80,15 @@ policies = st.builds(
 
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8), policy=policies,
-       budget_tokens=st.sampled_from([40, 400, 4_000_000]), alphabet=st.integers(2, 10))
-def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet):
+       budget_tokens=st.sampled_from([40, 400, 4_000_000]), alphabet=st.integers(2, 10), shared=shared_bounds,
+       prompts_known=st.sampled_from([0.0, 0.8, 1.0]))
+def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet, shared, prompts_known):
+    """`prompts_known`: the share of steps that pass the rows' prompt lengths (a request first
+    seen in another step has none: no group, no history)."""
     rng = np.random.default_rng(seed)
-    ref, nat = _pair(k_max, policy, budget_tokens)
-    streams = repetitive_streams(rng, int(rng.integers(1, 12)), alphabet)
+    ref, nat = _pair(k_max, policy, budget_tokens, shared)
+    requests = prompt_streams(rng, int(rng.integers(1, 12)), alphabet)
+    streams, prompt_lens = [t for t, _ in requests], [p for _, p in requests]
     costs = _costs(rng)
     buffer = np.zeros((len(streams), max(s.size for s in streams)), dtype=np.int32)
     for i, seq in enumerate(streams):
@@ -72,7 +99,7 @@ def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet)
     for step in range(300):
         while waiting and (not length or rng.random() < 0.3):
             i = waiting.pop(0)
-            length[i] = max(length.get(i, 0), int(rng.integers(1, streams[i].size + 1)))
+            length[i] = max(length.get(i, 0), prompt_lens[i], int(rng.integers(1, streams[i].size + 1)))
             accepted[i] = 0
         if not length:
             break
@@ -83,9 +110,12 @@ def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet)
         as_buffer = step % 2 == 0  # vLLM's buffer, or a list of arrays
         tokens = TokenRows(buffer, lengths, np.array(rows, dtype=np.int64)) if as_buffer else [
             streams[i][: length[i]] for i in rows]
-        got = [c.step_tokens(ids, tokens, [accepted[i] for i in rows], cost) for c in (ref, nat)]
+        prompts = [prompt_lens[i] for i in rows] if rng.random() < prompts_known else None
+        tail = rng.random() < 0.3  # a wave's tail: the budget may draft past k_max
+        got = [c.step_tokens(ids, tokens, [accepted[i] for i in rows], cost, prompts, tail) for c in (ref, nat)]
         assert [d.tolist() for d in got[1]] == [d.tolist() for d in got[0]], step
         assert nat.lookup_s == ref.lookup_s
+        _same_shared_text(ref, nat)
         for i, draft in zip(rows, got[0]):
             accepted[i] = int(rng.integers(0, draft.size + 1))
             length[i] = min(streams[i].size, length[i] + accepted[i] + 1)
@@ -99,6 +129,9 @@ def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet)
     assert nat.active_ids() == ref.active_ids()
     assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
     assert nat.state_sizes()["live_requests"] == ref.state_sizes()["live_requests"]
+    _same_shared_text(ref, nat)
+    assert nat.take_source_counts() == ref.take_source_counts()
+    assert nat.proposer.source_counts() == ref.proposer.source_counts()
 
 
 class VllmBatch:
@@ -106,13 +139,14 @@ class VllmBatch:
     order (a row leaves when its request finishes or is preempted, the rest move up), the
     tokens sampled per row (none while a row is prefilling)."""
 
-    def __init__(self, streams: list[np.ndarray], rng: np.random.Generator, max_rows: int) -> None:
-        self.streams, self.rng = streams, rng
-        self.token_ids = np.zeros((max_rows, max(s.size for s in streams)), dtype=np.int32)
+    def __init__(self, requests: list[tuple[np.ndarray, int]], rng: np.random.Generator, max_rows: int) -> None:
+        self.streams, self.prompt_lens, self.rng = [t for t, _ in requests], [p for _, p in requests], rng
+        self.token_ids = np.zeros((max_rows, max(s.size for s, _ in requests)), dtype=np.int32)
         self.num_tokens = np.zeros(max_rows, dtype=np.int32)
+        self.num_prompt_tokens = np.zeros(max_rows, dtype=np.int32)  # vLLM's input_batch.num_prompt_tokens
         self.req_ids: list[str] = []  # vLLM's input_batch.req_ids
         self.rows: list[dict] = []
-        self.waiting = list(range(len(streams)))
+        self.waiting = list(range(len(requests)))
         self.preempted: dict[int, int] = {}  # stream -> its length when preempted
 
     def admit(self) -> None:
@@ -120,7 +154,7 @@ class VllmBatch:
             i = self.waiting.pop(0)
             # a preempted request resumes under its own id with the tokens it had, prefilled again
             length = self.preempted.pop(i, None)
-            start = length or int(self.rng.integers(1, max(self.streams[i].size // 2, 1) + 1))
+            start = length or max(self.prompt_lens[i], int(self.rng.integers(1, max(self.streams[i].size // 2, 1) + 1)))
             self.rows.append({"stream": i, "id": f"req{i}", "length": start,
                               "prefill": int(self.rng.integers(1 if length else 0, 3))})
 
@@ -143,6 +177,7 @@ class VllmBatch:
             seq = self.streams[row["stream"]]
             self.token_ids[i, : seq.size] = seq
             self.num_tokens[i] = row["length"]
+            self.num_prompt_tokens[i] = self.prompt_lens[row["stream"]]
 
     def leave(self) -> None:
         for row in list(self.rows):
@@ -159,9 +194,9 @@ class VllmBatch:
        max_rows=st.integers(1, 8))
 def test_engine_steps_equal_the_reference(seed, k_max, policy, alphabet, max_rows):
     rng = np.random.default_rng(seed)
-    ref, nat = _pair(k_max, policy, 4_000)
+    ref, nat = _pair(k_max, policy, 4_000, (300, 200, 3, 40))
     costs = _costs(rng)
-    batch = VllmBatch(repetitive_streams(rng, int(rng.integers(1, 12)), alphabet), rng, max_rows)
+    batch = VllmBatch(prompt_streams(rng, int(rng.integers(1, 12)), alphabet), rng, max_rows)
     drafts = None
     for step in range(300):
         sampled = batch.sampled(drafts)
@@ -174,12 +209,15 @@ def test_engine_steps_equal_the_reference(seed, k_max, policy, alphabet, max_row
         batch.load()
         cost, timed = costs[step // 30 % len(costs)], step % 3 != 0
         forced = k_max if step % 40 == 39 else None  # a calibration step now and then
-        got = [c.engine_step(batch.req_ids + [None], sampled, batch.num_tokens, batch.token_ids, cost, forced, timed)
-               for c in (ref, nat)]
+        prompts = batch.num_prompt_tokens if step % 7 else None  # now and then a step without them
+        tail = len(batch.rows) < max_rows  # free rows: the wave's tail
+        got = [c.engine_step(batch.req_ids + [None], sampled, batch.num_tokens, batch.token_ids, cost, forced, timed,
+                             prompts, tail) for c in (ref, nat)]
         assert got[1][0] == got[0][0], step
         shapes = [None if sample is None else (sample.num_seqs, sample.num_tokens, sample.num_kv_tokens)
                   for _, sample in got]
         assert shapes[1] == shapes[0], step
+        _same_shared_text(ref, nat)
         drafts = got[0][0]
     assert nat.active_ids() == ref.active_ids()
     controller_sizes = ("live_requests", "step_drafts", "cache_tokens", "cache_sequences")
@@ -189,6 +227,10 @@ def test_engine_steps_equal_the_reference(seed, k_max, policy, alphabet, max_row
         c.finish_all()  # the last batch, as before a cache file is saved
         assert c.active_ids() == [] and c.state_sizes()["step_drafts"] == (0, None)
     assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
+    _same_shared_text(ref, nat)
+    assert [(d, t.tolist()) for d, t in nat.proposer.contents().history()] == [
+        (d, t.tolist()) for d, t in ref.proposer.contents().history()]
+    assert nat.take_source_counts() == ref.take_source_counts()
 
 
 def test_engine_step_times_clean_steps_only():

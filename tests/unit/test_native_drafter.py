@@ -1,10 +1,17 @@
 """The compiled drafter (specdec_native) against the Python reference: the same cache counts,
-the same drafts and confidences, token for token, on random and real token streams, through
-eviction, persistence, requests that finish mid-batch and requests preempted then resumed."""
+multi-sequence index lookups and prompt digests, the same drafts and confidences, token for
+token, on random and real token streams, through eviction, persistence (cache and history),
+prompt groups, the live index and its rebuilds, requests that finish mid-batch and requests
+preempted then resumed."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,12 +21,17 @@ from hypothesis import strategies as st
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
 from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
-from specdec.drafting.base import RowByRow, TokenRows
+from specdec.drafting import live_text
+from specdec.drafting.base import TokenRows
+from specdec.drafting.cache_file import read_contents
 from specdec.drafting.hybrid import HybridProposer
-from specdec.drafting.native import NativeHybridProposer, NativeSuffixCache, load_core
+from specdec.drafting.live_text import LIVE_SLACK_TOKENS
+from specdec.drafting.multi_index import MultiIndex
+from specdec.drafting.native import NativeHybridProposer, NativeSuffixCache, load_core, prompt_digest
+from specdec.drafting.prompt_digest import prompt_digest as reference_digest
 from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.engines.replay import ReplayRequest, replay
-from support.token_streams import repetitive_streams
+from support.token_streams import prompt_streams, repetitive_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
 
@@ -87,39 +99,139 @@ def test_store_space_of_replaced_sequences_comes_back():
     assert fresh.dump() == nat.dump() and fresh.num_nodes == nat.num_nodes
 
 
+# -- the multi-sequence index and the prompt digest -----------------------------------------
+
+multi_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "extend", "extend", "lookup", "lookup"]),
+        st.integers(0, 5),  # slot (extend), excluded slot (lookup: -1 .. 5)
+        st.lists(st.integers(0, 3), max_size=12),  # tokens or context
+        st.integers(1, 4),  # n_min
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=multi_ops, n_max=st.integers(1, 8))
+def test_multi_index_lookups_equal_the_reference(ops, n_max):
+    ref, nat = MultiIndex(n_max), load_core().MultiIndex(n_max)
+    for op, slot, tokens, n_min in ops:
+        seq = np.array(tokens, dtype=np.int32)
+        if op == "add" or len(ref) == 0:
+            assert nat.add(seq) == ref.add(seq)
+        elif op == "extend":
+            ref.extend(slot % len(ref), seq)
+            nat.extend(slot % len(ref), seq)
+        else:
+            exclude = slot - 1 if slot <= len(ref) else -1
+            assert nat.lookup(seq, exclude, n_min) == ref.lookup(seq, exclude, n_min), (seq, exclude, n_min)
+        assert nat.num_tokens == ref.num_tokens
+    assert [nat.sequence(i) for i in range(len(ref))] == [ref.sequence(i).tolist() for i in range(len(ref))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(tokens=st.lists(st.integers(0, 2**31 - 1), max_size=40))
+def test_prompt_digest_equals_the_reference(tokens):
+    want = reference_digest(tokens)
+    assert prompt_digest(np.array(tokens, dtype=np.int64)) == want
+    assert prompt_digest(np.array(tokens, dtype=np.int32)) == want
+    assert prompt_digest(np.array(tokens, dtype=np.int64)[::-1][::-1]) == want
+
+
+def test_prompt_digest_is_fnv1a_over_little_endian_bytes():
+    assert prompt_digest(np.zeros(0, dtype=np.int64)) == 14695981039346656037
+    raw = np.array([1, 258, 2**31 - 1], dtype="<u4").tobytes()
+    h = 14695981039346656037
+    for byte in raw:
+        h = ((h ^ byte) * 1099511628211) % 2**64
+    assert prompt_digest(np.array([1, 258, 2**31 - 1])) == h
+
+
 # -- the whole drafter -------------------------------------------------------------------
+
+SHARED_SIZES = ("shared_members", "live_index_tokens", "group_tokens", "history_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The drafter's bounds on shared text (small ones: eviction and rebuilds on the way)."""
+
+    group_max_tokens: int = 2_000_000
+    history_max_tokens: int = 1_000_000
+    history_per_prompt: int = 16
+    live_slack_tokens: int = LIVE_SLACK_TOKENS
+
+
+bounds = st.builds(Bounds, st.sampled_from([0, 60, 400, 2_000_000]), st.sampled_from([0, 50, 500, 1_000_000]),
+                   st.sampled_from([0, 1, 3, 16]), st.sampled_from([0, 40, 65536]))
 
 
 class TwoDrafters:
     """The reference and the compiled drafter, fed the same calls; every answer compared."""
 
-    def __init__(self, depth: int, budget: int, n_min: int, n_max: int, min_prob: float) -> None:
-        self.ref = HybridProposer(SuffixTrieCache(depth, budget), n_min, n_max, min_prob)
-        self.nat = NativeHybridProposer(budget, depth, n_min, n_max, min_prob)
-        self.ref_batch = RowByRow(self.ref)
+    def __init__(self, depth: int, budget: int, n_min: int, n_max: int, min_prob: float,
+                 limits: Bounds = Bounds()) -> None:
+        shared = {"group_max_tokens": limits.group_max_tokens, "history_max_tokens": limits.history_max_tokens,
+                  "history_per_prompt": limits.history_per_prompt}
+        self.args = (depth, budget, n_min, n_max, min_prob, shared, limits.live_slack_tokens)
+        with mock.patch.object(live_text, "LIVE_SLACK_TOKENS", limits.live_slack_tokens):
+            self.ref = HybridProposer(SuffixTrieCache(depth, budget), n_min, n_max, min_prob, **shared)
+            self.nat = NativeHybridProposer(budget, depth, n_min, n_max, min_prob, **shared)
 
-    def step(self, ids: list[str], rows: TokenRows, ks: list[int], drafted: list[int], accepted: list[int]):
+    def fresh(self, nat_from, ref_from) -> "TwoDrafters":
+        """A new pair of the same settings: the compiled one starts from `nat_from`'s file, the
+        reference from `ref_from`'s."""
+        depth, budget, n_min, n_max, min_prob, shared, slack = self.args
+        two = TwoDrafters.__new__(TwoDrafters)
+        two.args = self.args
+        with mock.patch.object(live_text, "LIVE_SLACK_TOKENS", slack):
+            two.ref = HybridProposer(SuffixTrieCache(depth, budget), n_min, n_max, min_prob, **shared)
+            two.ref.load_contents(read_contents(ref_from, None))
+            two.nat = NativeHybridProposer.from_file(nat_from, budget, n_min=n_min, n_max=n_max, min_prob=min_prob,
+                                                     **shared)
+        return two
+
+    def step(self, ids: list[str], rows: TokenRows, ks: list[int], drafted: list[int], accepted: list[int],
+             prompts: list[int] | None = None):
         """One engine step: the compiled drafter reads vLLM's buffer (TokenRows, int32), the
         reference gets one int64 array per row."""
-        self.ref_batch.feedback_batch(ids, drafted, accepted)
+        self.ref.feedback_batch(ids, drafted, accepted)
         self.nat.feedback_batch(ids, drafted, accepted)
         assert self.nat.best_confidence() == self.ref.best_confidence()
-        want = self.ref_batch.propose_batch(ids, [rows[i].astype(np.int64) for i in range(len(ids))], ks)
-        got = self.nat.propose_batch(ids, rows, ks)
+        assert self.nat.source_counts() == self.ref.source_counts()
+        want = self.ref.propose_batch(ids, [rows[i].astype(np.int64) for i in range(len(ids))], ks, prompts)
+        got = self.nat.propose_batch(ids, rows, ks, prompts)
         for row in range(len(ids)):
             assert got.draft(row).tolist() == want.draft(row).tolist(), (ids[row], row)
             assert got.row_confidence(row).tolist() == want.row_confidence(row).tolist()
+        self.check_shared()
         return [want.draft(row) for row in range(len(ids))]
+
+    def check_shared(self) -> None:
+        """Groups (in order), live index, history and their bounds alike."""
+        nat_sizes, ref_sizes = self.nat.state_sizes(), self.ref.state_sizes()
+        assert [nat_sizes[k] for k in SHARED_SIZES] == [ref_sizes[k] for k in SHARED_SIZES]
+        assert self.nat.group_digests() == list(self.ref.text.groups)
 
     def forget(self, req_id: str) -> None:
         self.ref.forget(req_id)
         self.nat.forget(req_id)
         assert self.nat.cache.dump() == self.ref.cache.dump()
+        self.check_shared()
+        assert _history(self.nat.history_entries()) == _history(self.ref.history.entries())
 
 
-def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Generator, k_max: int, tmp_path=None) -> None:
+def _history(entries: list[tuple[int, np.ndarray]]) -> list[tuple[int, list[int]]]:
+    return [(digest, tokens.tolist()) for digest, tokens in entries]
+
+
+def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Generator, k_max: int, tmp_path=None,
+              prompt_lens: list[int] | None = None) -> None:
     """Requests join, grow a few tokens per step, finish mid-batch or are preempted (forgotten,
-    their partial tokens cached) and come back later under the same id."""
+    their partial tokens cached) and come back later under the same id. With `prompt_lens`
+    most steps say each row's prompt length (a request first seen in a step that does not
+    has none: no group); then every row is past its prompt."""
     # vLLM's token buffer: one row per stream here, the same array every step
     buffer = np.zeros((len(streams), max(s.size for s in streams)), dtype=np.int32)
     for i, seq in enumerate(streams):
@@ -128,10 +240,11 @@ def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Genera
     length: dict[int, int] = {}
     preempted_at: dict[int, int] = {}
     last: dict[int, int] = {}  # draft length each active request got last step
+    floor = prompt_lens or [1] * len(streams)
     for step in range(400):
         while waiting and (not length or rng.random() < 0.3):
             i = waiting.pop(0)
-            length[i] = max(preempted_at.get(i, 0), int(rng.integers(1, streams[i].size + 1)))
+            length[i] = max(preempted_at.get(i, 0), floor[i], int(rng.integers(1, streams[i].size + 1)))
             last[i] = 0
         if not length:
             break
@@ -141,8 +254,9 @@ def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Genera
         drafted = [int(rng.integers(0, last[i] + 1)) for i in rows]
         accepted = [int(rng.integers(0, d + 1)) for d in drafted]
         ks = [int(rng.integers(0, k_max + 1)) for _ in rows]
+        prompts = [prompt_lens[i] for i in rows] if prompt_lens and rng.random() < 0.85 else None
         tokens = TokenRows(buffer, np.array([length[i] for i in rows]), np.array(rows, dtype=np.int64))
-        drafts = two.step([f"q{i}" for i in rows], tokens, ks, drafted, accepted)
+        drafts = two.step([f"q{i}" for i in rows], tokens, ks, drafted, accepted, prompts)
         last.update({i: d.size for i, d in zip(rows, drafts)})
         for i in list(length):
             if length[i] == streams[i].size or rng.random() < 0.03:  # finished, or preempted
@@ -156,13 +270,19 @@ def _simulate(two: TwoDrafters, streams: list[np.ndarray], rng: np.random.Genera
     two.nat.cache.check_invariants()
 
 
-def _swap_caches(two: TwoDrafters, tmp_path) -> None:
-    """Each drafter's cache file loads into the other implementation with the same contents."""
-    two.ref.save_cache(str(tmp_path / "ref.npz"))
-    two.nat.save_cache(str(tmp_path / "nat.npz"))
-    from_ref = NativeHybridProposer.from_file(tmp_path / "ref.npz", two.ref.cache.max_tokens)
-    from_nat = SuffixTrieCache.load(tmp_path / "nat.npz", two.ref.cache.max_tokens)
+def _swap_caches(two: TwoDrafters, tmp_path) -> tuple[str, str]:
+    """Each drafter's cache file (cache and history) loads into the other implementation with
+    the same contents; returns the files (reference's, compiled one's)."""
+    ref_file, nat_file = str(tmp_path / "ref.npz"), str(tmp_path / "nat.npz")
+    two.ref.save_cache(ref_file)
+    two.nat.save_cache(nat_file)
+    from_ref = NativeHybridProposer.from_file(ref_file, two.ref.cache.max_tokens)
+    from_nat = SuffixTrieCache.load(nat_file, two.ref.cache.max_tokens)
     assert from_ref.cache.dump() == from_nat.dump() == two.ref.cache.dump()
+    history = _history(two.ref.history.entries())
+    assert _history(read_contents(nat_file, None).history()) == history
+    assert _history(from_ref.history_entries()) == history
+    return ref_file, nat_file
 
 
 @settings(max_examples=60, deadline=None)
@@ -182,10 +302,71 @@ def test_drafts_and_confidences_equal_the_reference(seed, depth, budget, n_min, 
     _simulate(two, repetitive_streams(rng, int(rng.integers(1, 10)), alphabet), rng, k_max)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    budget=st.sampled_from([30, 5000]),
+    n_min=st.integers(1, 3),
+    n_extra=st.integers(0, 14),
+    alphabet=st.integers(2, 12),
+    k_max=st.integers(1, 10),
+    limits=bounds,
+)
+def test_prompt_groups_live_text_and_history_equal_the_reference(seed, budget, n_min, n_extra, alphabet, k_max,
+                                                                  limits):
+    """Requests sharing prompts (siblings), others not, some of unknown prompt, with small
+    bounds: group eviction, live-index rebuilds and history eviction on the way; then a second
+    run of new requests from each drafter's file loaded into the other implementation."""
+    rng = np.random.default_rng(seed)
+    two = TwoDrafters(24, budget, n_min, n_min + n_extra, 0.1, limits)
+    requests = prompt_streams(rng, int(rng.integers(2, 12)), alphabet)
+    _simulate(two, [t for t, _ in requests], rng, k_max, prompt_lens=[p for _, p in requests])
+    assert two.nat.take_source_counts() == two.ref.take_source_counts()
+    assert two.nat.source_counts() == two.ref.source_counts()
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_file, nat_file = _swap_caches(two, Path(tmp))
+        again = two.fresh(nat_from=ref_file, ref_from=nat_file)
+        again.check_shared()
+        requests = prompt_streams(rng, int(rng.integers(2, 8)), alphabet)
+        _simulate(again, [t for t, _ in requests], rng, k_max, prompt_lens=[p for _, p in requests])
+        assert again.nat.source_counts() == again.ref.source_counts()
+
+
+def test_siblings_history_and_live_text_are_drafted_from(tmp_path):
+    """On one fixed run every shared source drafts (the property test above could pass with
+    none of them ever chosen), the live index is rebuilt and groups are dropped."""
+    rng = np.random.default_rng(7)
+    limits = Bounds(group_max_tokens=300, history_max_tokens=2000, history_per_prompt=4, live_slack_tokens=40)
+    two = TwoDrafters(24, 5000, 1, 16, 0.1, limits)
+    requests = prompt_streams(rng, 30, 8)
+    _simulate(two, [t for t, _ in requests], rng, 6, prompt_lens=[p for _, p in requests])
+    first = two.nat.take_source_counts()
+    assert first["sibling"][1] > 0 and first["live"][1] > 0, first
+    assert two.nat.core.num_live_rebuilds > 0
+    assert len(two.nat.group_digests()) < len({prompt_digest(t[:p]) for t, p in requests})  # some were dropped
+    ref_file, nat_file = _swap_caches(two, tmp_path)
+    again = two.fresh(nat_from=ref_file, ref_from=nat_file)
+    _simulate(again, [t for t, _ in prompt_streams(np.random.default_rng(7), 30, 8)], rng, 6,
+              prompt_lens=[p for _, p in requests])
+    assert again.nat.source_counts()["history"][1] > 0, again.nat.source_counts()
+
+
 def test_persisted_caches_load_into_either_drafter_mid_run(tmp_path):
     rng = np.random.default_rng(11)
     two = TwoDrafters(24, 3000, 1, 16, 0.1)
-    _simulate(two, repetitive_streams(rng, 40, 6), rng, 6, tmp_path)
+    requests = prompt_streams(rng, 40, 6)
+    _simulate(two, [t for t, _ in requests], rng, 6, tmp_path, prompt_lens=[p for _, p in requests])
+    assert two.nat.history_entries()  # the files carried a history
+
+
+def test_prompt_lengths_are_checked_at_first_sight():
+    nat = NativeHybridProposer()
+    with pytest.raises(ValueError, match="request a"):
+        nat.propose("a", np.array([1, 2, 3]), 2, num_prompt_tokens=4)
+    with pytest.raises(ValueError, match="negative"):
+        nat.propose("b", np.array([1, 2, 3]), 2, num_prompt_tokens=-1)
+    nat.propose("c", np.array([1, 2, 3]), 2, num_prompt_tokens=3)
+    nat.propose("c", np.array([1, 2, 3, 4]), 2, num_prompt_tokens=9)  # read at first sight only
 
 
 def test_list_and_buffer_inputs_draft_alike():
@@ -270,6 +451,8 @@ def test_batched_steps_with_a_budget_are_identical(real_texts):
     streams = _word_tokens(real_texts["humaneval"][:12])
     cost = StepCost(fixed_s=0.02, per_seq_s=0.001, per_token_s=0.002)
     controllers = {d: DraftController(SpecConfig(method="specdec", k_max=5, drafter=d)) for d in ("python", "native")}
+    for c in controllers.values():  # every lookup equally long: measured times differ
+        c.clock = itertools.cycle([0.0, 3e-6]).__next__
     rng = np.random.default_rng(2)
     length = {i: max(2, s.size // 3) for i, s in enumerate(streams)}
     accepted = {i: 0 for i in length}

@@ -1,8 +1,12 @@
 """`specdec bench-propose`: every method at every point, one record per point, and the cache's
-insert cost and memory figures (behaviour only: the numbers themselves are not judged)."""
+insert cost and memory figures (behaviour only: the numbers themselves are not judged); rows
+sharing prompts."""
 
 import json
 
+import numpy as np
+
+from specdec.bench.propose_speed import share_prompts
 from specdec.cli import main
 
 
@@ -10,7 +14,7 @@ def test_bench_propose_writes_one_record_per_method_and_point(tmp_path):
     out = tmp_path / "propose.json"
     methods = "specdec-worker,specdec-worker-python,specdec-native,specdec-python,suffix-arctic"
     argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
-            "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--memory-tokens", "20000", "--json", str(out)]
+            "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--memory-tokens", "20000", "--rows-per-prompt", "2", "--json", str(out)]
     assert main(argv) == 0
     records = json.loads(out.read_text())
     points = [r for r in records if r["kind"] == "propose"]
@@ -22,3 +26,14 @@ def test_bench_propose_writes_one_record_per_method_and_point(tmp_path):
     assert {r["method"] for r in records if r["kind"] == "insert"} == {"specdec-native", "specdec-python", "suffix-arctic"}
     [memory] = [r for r in records if r["kind"] == "memory" and r["method"] == "specdec-native"]
     assert memory["cached_tokens"] == 20000 and memory["own_bytes_per_token"] > 0
+
+
+def test_rows_share_prompts_in_groups_and_write_similar_outputs():
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(0, 1000, size=(5, 400)).astype(np.int32)
+    shared = share_prompts(token_ids, 300, 2)
+    assert (shared[:, :300] == token_ids[[0, 0, 2, 2, 4], :300]).all()  # groups of 2, the last alone
+    assert (shared[[0, 2, 4]] == token_ids[[0, 2, 4]]).all()
+    same = (shared[1, 300:] == shared[0, 300:]).mean()
+    assert 0.8 < same < 1.0  # a sibling's output: the first row's with a few tokens changed
+    assert (share_prompts(token_ids, 300, 1) == token_ids).all()

@@ -1,8 +1,8 @@
 """specdec's compiled drafting core; use it through specdec.drafting.native."""
 
-from specdec_native._core import Controller, Drafter, SuffixCache
+from specdec_native._core import Controller, Drafter, MultiIndex, SuffixCache, prompt_digest
 
 # Bumped whenever the core's behaviour changes: specdec checks it matches what it expects.
-ABI_VERSION = 3
+ABI_VERSION = 5
 
-__all__ = ["ABI_VERSION", "Controller", "Drafter", "SuffixCache"]
+__all__ = ["ABI_VERSION", "Controller", "Drafter", "MultiIndex", "SuffixCache", "prompt_digest"]

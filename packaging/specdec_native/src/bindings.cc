@@ -3,6 +3,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -13,6 +14,7 @@
 
 using specdec::Drafter;
 using specdec::DrafterConfig;
+using specdec::MultiIndex;
 using specdec::PyDrafter;
 using specdec::RowTokens;
 using specdec::SuffixCache;
@@ -23,44 +25,64 @@ namespace {
 using I32Vec = nb::ndarray<nb::ro, int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using I64Vec = nb::ndarray<nb::ro, int64_t, nb::ndim<1>, nb::device::cpu>;
 
-// Row i of the batch: the request's tokens (int32 or int64, any stride), its draft and
-// confidences written at row i of the outputs.
-void propose_row(Drafter& d, const std::string& id, const AnyVec& toks, int k, int64_t* draft, double* conf,
-                 int64_t* len) {
-  d.propose(d.request(id), id, vector_row(toks, id), k, draft, conf, len);
+// Row i's prompt length: prompt_lens[i], or unknown (-1) when none were given.
+int64_t prompt_len_at(const std::vector<int64_t>& prompt_lens, size_t i) {
+  return prompt_lens.empty() ? -1 : prompt_lens[i];
+}
+
+void check_prompt_lens(const std::vector<int64_t>& prompt_lens, size_t rows) {
+  if (!prompt_lens.empty() && prompt_lens.size() != rows)
+    throw std::invalid_argument("one prompt length per row (or none)");
+}
+
+// A batch: every row's tokens in (row i: request ids[i], its tokens rows(i)), then every row
+// drafts ks[i] tokens, its draft and confidences written at row i of the outputs.
+template <typename Rows, typename Ks>
+void propose_all(Drafter& d, const std::vector<std::string>& ids, const Rows& rows, const Ks& ks,
+                 const std::vector<int64_t>& prompt_lens, int64_t* drafts, double* conf, int64_t* lengths,
+                 int64_t width) {
+  std::vector<Drafter::Request*> records(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    records[i] = &d.request(ids[i]);
+    d.ingest(*records[i], ids[i], rows(i), prompt_len_at(prompt_lens, i));
+  }
+  d.maintain();
+  for (size_t i = 0; i < ids.size(); ++i)
+    d.draft(*records[i], static_cast<int>(ks(i)), drafts + i * width, conf + i * width, lengths + i);
 }
 
 nb::tuple propose_batch(PyDrafter& py, const std::vector<std::string>& ids, const std::vector<AnyVec>& tokens,
-                        const I64Vec& ks) {
+                        const I64Vec& ks, const std::vector<int64_t>& prompt_lens) {
   size_t rows = ids.size();
   if (tokens.size() != rows || ks.shape(0) != rows) throw std::invalid_argument("ids, tokens and ks differ in length");
+  check_prompt_lens(prompt_lens, rows);
   int64_t width = 0;
   for (size_t i = 0; i < rows; ++i) width = std::max(width, ks(i));
   auto drafts = owned<int64_t>({rows, static_cast<size_t>(width)});
   auto lengths = owned<int64_t>({rows});
   auto conf = owned<double>({rows, static_cast<size_t>(width)});
-  for (size_t i = 0; i < rows; ++i)
-    propose_row(py.d, ids[i], tokens[i], static_cast<int>(ks(i)), drafts.data() + i * width, conf.data() + i * width,
-                lengths.data() + i);
+  propose_all(py.d, ids, [&](size_t i) { return vector_row(tokens[i], ids[i]); }, [&](size_t i) { return ks(i); },
+              prompt_lens, drafts.data(), conf.data(), lengths.data(), width);
   return nb::make_tuple(drafts, lengths, conf);
 }
 
 // The per-step path: row i's tokens are the bound buffer's row buffer_rows[i], [0,
 // num_tokens[i]); its draft and confidences go to row i of the bound outputs.
 void propose_rows(PyDrafter& py, const std::vector<std::string>& ids, const std::vector<int64_t>& buffer_rows,
-                  const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& ks) {
+                  const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& ks,
+                  const std::vector<int64_t>& prompt_lens) {
   size_t rows = ids.size();
   if (num_tokens.size() != rows || ks.size() != rows || buffer_rows.size() != rows)
     throw std::invalid_argument("ids, buffer_rows, num_tokens and ks differ in length");
+  check_prompt_lens(prompt_lens, rows);
   if (!py.out_lengths.is_valid()) throw std::invalid_argument("bind the outputs first");
   int64_t width = static_cast<int64_t>(py.out_tokens.shape(1));
   if (rows > py.out_lengths.shape(0)) throw std::invalid_argument("more rows than the bound outputs hold");
-  for (size_t i = 0; i < rows; ++i) {
+  for (size_t i = 0; i < rows; ++i)
     if (ks[i] > width) throw std::invalid_argument("k larger than the bound outputs are wide");
-    RowTokens row = buffer_row(py.tokens, buffer_rows[i], num_tokens[i], ids[i]);
-    py.d.propose(py.d.request(ids[i]), ids[i], row, static_cast<int>(ks[i]), py.out_tokens.data() + i * width,
-                 py.out_conf.data() + i * width, py.out_lengths.data() + i);
-  }
+  propose_all(py.d, ids, [&](size_t i) { return buffer_row(py.tokens, buffer_rows[i], num_tokens[i], ids[i]); },
+              [&](size_t i) { return ks[i]; }, prompt_lens, py.out_tokens.data(), py.out_conf.data(),
+              py.out_lengths.data(), width);
 }
 
 void bind_outputs(PyDrafter& py, I64OutMat toks, I64Out lengths, F64OutMat conf) {
@@ -108,6 +130,64 @@ nb::tuple sequences(const SuffixCache& c) {
   return nb::make_tuple(ids, toks, lengths);
 }
 
+// The history, oldest first: (digests [n] uint64, lengths [n] int64, tokens [sum] int32).
+nb::tuple history_arrays(Drafter& d) {
+  size_t count = 0, total = 0;
+  d.history().for_each([&](const specdec::PromptHistory::Completion& c) {
+    ++count;
+    total += c.tokens.size();
+  });
+  auto digests = owned<uint64_t>({count});
+  auto lengths = owned<int64_t>({count});
+  auto toks = owned<int32_t>({total});
+  size_t i = 0, at = 0;
+  d.history().for_each([&](const specdec::PromptHistory::Completion& c) {
+    digests.data()[i] = c.digest;
+    lengths.data()[i++] = static_cast<int64_t>(c.tokens.size());
+    for (int32_t t : c.tokens) toks.data()[at++] = t;
+  });
+  return nb::make_tuple(digests, lengths, toks);
+}
+
+using U64Vec = nb::ndarray<nb::ro, uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using I64CVec = nb::ndarray<nb::ro, int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// Completions from a file, oldest first: seeded into their prompt's group when it is made.
+void load_history(Drafter& d, const U64Vec& digests, const I64CVec& lengths, const I32Vec& tokens) {
+  size_t n = digests.shape(0);
+  if (lengths.shape(0) != n) throw std::invalid_argument("one length per digest");
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (lengths(i) < 0) throw std::invalid_argument("negative completion length");
+    total += static_cast<size_t>(lengths(i));
+  }
+  if (total != tokens.shape(0)) throw std::invalid_argument("completion lengths do not add up to the tokens");
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t len = static_cast<size_t>(lengths(i));
+    for (size_t j = 0; j < len; ++j)
+      if (tokens(at + j) < 0) throw std::invalid_argument("negative token id");
+    d.history().add(digests(i), std::vector<int32_t>(tokens.data() + at, tokens.data() + at + len), true);
+    at += len;
+  }
+}
+
+// (drafted and verified, accepted) per source: own, cache, sibling, history, live.
+std::vector<std::pair<int64_t, int64_t>> source_counts(Drafter& d, bool reset) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (auto& c : d.source_counts()) {
+    out.emplace_back(c[0], c[1]);
+    if (reset) c = {0, 0};
+  }
+  return out;
+}
+
+uint64_t digest_of(const AnyVec& toks) {
+  specdec::RowTokens row = vector_row(toks, "prompt");
+  return row.wide ? specdec::prompt_digest(static_cast<const int64_t*>(row.data), row.n, row.stride)
+                  : specdec::prompt_digest(static_cast<const int32_t*>(row.data), row.n, row.stride);
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -129,13 +209,18 @@ NB_MODULE(_core, m) {
       .def("check_invariants", &SuffixCache::check_invariants);
   nb::class_<PyDrafter>(m, "Drafter")
       .def("__init__", [](PyDrafter* d, int max_depth, uint64_t max_tokens, int n_min, int n_max, double min_prob,
-                          int min_cache_match) {
-             new (d) PyDrafter(DrafterConfig{max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match});
-           }, "max_depth"_a, "max_tokens"_a, "n_min"_a, "n_max"_a, "min_prob"_a, "min_cache_match"_a)
-      .def("propose_batch", &propose_batch, "ids"_a, "tokens"_a, "ks"_a)
+                          int min_cache_match, uint64_t group_max_tokens, uint64_t history_max_tokens,
+                          int history_per_prompt, uint64_t live_slack_tokens) {
+             if (history_per_prompt < 0) throw std::invalid_argument("history_per_prompt must be >= 0");
+             new (d) PyDrafter(DrafterConfig{max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match,
+                                             group_max_tokens, history_max_tokens, history_per_prompt,
+                                             live_slack_tokens});
+           }, "max_depth"_a, "max_tokens"_a, "n_min"_a, "n_max"_a, "min_prob"_a, "min_cache_match"_a,
+           "group_max_tokens"_a, "history_max_tokens"_a, "history_per_prompt"_a, "live_slack_tokens"_a)
+      .def("propose_batch", &propose_batch, "ids"_a, "tokens"_a, "ks"_a, "prompt_lens"_a)
       .def("bind_tokens", [](PyDrafter& py, AnyMat t) { py.tokens = t; }, "token_ids"_a)
       .def("bind_outputs", &bind_outputs, "tokens"_a, "lengths"_a, "confidence"_a)
-      .def("propose_rows", &propose_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "ks"_a)
+      .def("propose_rows", &propose_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "ks"_a, "prompt_lens"_a)
       .def("feedback_rows", &feedback_rows, "ids"_a, "num_drafted"_a, "num_accepted"_a)
       .def("forget", [](PyDrafter& py, const std::string& id) { py.d.forget(id); })
       .def("best_confidence", [](PyDrafter& py) { return py.d.best_confidence(); })
@@ -149,6 +234,48 @@ NB_MODULE(_core, m) {
            })
       .def_prop_ro("cache", [](PyDrafter& py) -> SuffixCache& { return py.d.cache(); }, nb::rv_policy::reference_internal)
       .def_prop_ro("num_requests", [](PyDrafter& py) { return py.d.num_requests(); })
-      .def("memory_bytes", [](PyDrafter& py) { return py.d.memory_bytes(); });
+      .def("memory_bytes", [](PyDrafter& py) { return py.d.memory_bytes(); })
+      .def("history", [](PyDrafter& py) { return history_arrays(py.d); })
+      .def("load_history", [](PyDrafter& py, const U64Vec& digests, const I64CVec& lengths, const I32Vec& tokens) {
+             load_history(py.d, digests, lengths, tokens);
+           }, "digests"_a, "lengths"_a, "tokens"_a)
+      .def("source_counts", [](PyDrafter& py) { return source_counts(py.d, false); })
+      .def("take_source_counts", [](PyDrafter& py) { return source_counts(py.d, true); })
+      .def("group_digests", [](PyDrafter& py) { return py.d.groups().digests(); })
+      .def("group_slots", [](PyDrafter& py, uint64_t digest) {
+             // per member slot: 1 if a history completion (tests)
+             const specdec::PromptGroup* g = py.d.groups().find(digest);
+             if (!g) throw std::invalid_argument("no group of that digest");
+             return std::vector<int>(g->from_history.begin(), g->from_history.end());
+           }, "digest"_a)
+      .def_prop_ro("group_tokens", [](PyDrafter& py) { return py.d.groups().num_tokens(); })
+      .def_prop_ro("live_group_tokens", [](PyDrafter& py) { return py.d.groups().live_group_tokens(); })
+      .def_prop_ro("num_members", [](PyDrafter& py) { return py.d.num_members(); })
+      .def_prop_ro("live_index_tokens", [](PyDrafter& py) { return py.d.live_index().num_tokens(); })
+      .def_prop_ro("live_index_members", [](PyDrafter& py) { return py.d.live_index().num_slots(); })
+      .def_prop_ro("live_request_tokens", [](PyDrafter& py) { return py.d.live_tokens(); })
+      .def_prop_ro("live_slack_tokens", [](PyDrafter& py) { return py.d.config().live_slack_tokens; })
+      .def_prop_ro("num_live_rebuilds", [](PyDrafter& py) { return py.d.num_live_rebuilds(); })
+      .def_prop_ro("history_tokens", [](PyDrafter& py) { return py.d.history().num_tokens(); })
+      .def_prop_ro("history_completions", [](PyDrafter& py) { return py.d.history().num_completions(); });
+  nb::class_<MultiIndex>(m, "MultiIndex")
+      .def(nb::init<int>(), "n_max"_a)
+      .def("add", [](MultiIndex& x, const I32Vec& t) { return x.add(t.data(), t.shape(0)); }, "tokens"_a)
+      .def("extend", [](MultiIndex& x, int32_t slot, const I32Vec& t) {
+             if (slot < 0 || static_cast<size_t>(slot) >= x.num_slots()) throw std::invalid_argument("no such slot");
+             x.extend(slot, t.data(), t.shape(0));
+           }, "slot"_a, "tokens"_a)
+      .def("lookup", [](const MultiIndex& x, const I32Vec& context, int32_t exclude_slot, int n_min) -> nb::object {
+             const int32_t* c = context.data();
+             specdec::MultiMatch got = x.lookup([c](size_t i) { return c[i]; }, context.shape(0), exclude_slot, n_min);
+             if (got.slot < 0) return nb::none();
+             return nb::make_tuple(got.slot, got.end, got.len);
+           }, "context"_a, "exclude_slot"_a = -1, "n_min"_a = 1)
+      .def("sequence", [](const MultiIndex& x, int32_t slot) { return x.tokens(slot); }, "slot"_a)
+      .def("__len__", &MultiIndex::num_slots)
+      .def_prop_ro("num_tokens", &MultiIndex::num_tokens)
+      .def_prop_ro("num_nodes", &MultiIndex::num_nodes);
+  m.def("prompt_digest", &digest_of, "tokens"_a,
+        "FNV-1a 64 of a prompt's token ids (specdec/drafting/prompt_digest.py)");
   specdec::bind_controller(m);
 }

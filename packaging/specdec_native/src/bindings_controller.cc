@@ -25,11 +25,13 @@ double monotonic_seconds() {  // Python's time.perf_counter() clock on Linux
 }
 
 struct PyController {
-  PyController(const ControllerConfig& cfg, PyDrafter& d) : drafter(d), c(cfg, d.d), k_max(cfg.k_max) {}
+  PyController(const ControllerConfig& cfg, PyDrafter& d)
+      : drafter(d), c(cfg, d.d), k_max(cfg.k_max), width(cfg.k_ceiling) {}
   PyDrafter& drafter;  // kept alive by the binding (keep_alive)
   Controller c;
   StepShapes shapes;
   int64_t k_max;
+  int64_t width;  // drafts per row at most: k_ceiling
   StepCost cost;
   bool has_cost = false;
   AnyVec num_tokens;  // vLLM's num_tokens_no_spec (its token buffer is the drafter's bound one)
@@ -37,7 +39,7 @@ struct PyController {
   std::vector<std::string> ids, decoding_ids;
   std::vector<RowTokens> rows;
   std::vector<size_t> decoding;
-  std::vector<int64_t> accepted, drafts, lengths, contexts;
+  std::vector<int64_t> accepted, drafts, lengths, contexts, prompt_lens;
 };
 
 int64_t element(const AnyVec& v, size_t i) {
@@ -50,33 +52,37 @@ int64_t token_at(const RowTokens& r, size_t i) {
   return r.wide ? static_cast<const int64_t*>(r.data)[i * r.stride] : static_cast<const int32_t*>(r.data)[i * r.stride];
 }
 
-// Drafts [rows, k_max] and lengths [rows] of one `Controller::step`, as new arrays.
+// Drafts [rows, k_ceiling] and lengths [rows] of one `Controller::step`, as new arrays.
 nb::tuple run_step(PyController& py, const std::vector<std::string>& ids, const std::vector<int64_t>& accepted,
-                   bool use_cost) {
+                   const std::vector<int64_t>& prompt_lens, bool use_cost, bool tail) {
   size_t n = ids.size();
   if (accepted.size() != n) throw std::invalid_argument("ids and num_accepted differ in length");
+  if (!prompt_lens.empty() && prompt_lens.size() != n) throw std::invalid_argument("one prompt length per row (or none)");
   if (use_cost && !py.has_cost) throw std::invalid_argument("no step cost set");
-  auto drafts = owned<int64_t>({n, static_cast<size_t>(py.k_max)});
+  auto drafts = owned<int64_t>({n, static_cast<size_t>(py.width)});
   auto lengths = owned<int64_t>({n});
-  py.c.step(ids, py.rows, accepted.data(), use_cost ? &py.cost : nullptr, drafts.data(), lengths.data(), py.k_max);
+  py.c.step(ids, py.rows, accepted.data(), prompt_lens.empty() ? nullptr : prompt_lens.data(),
+            use_cost ? &py.cost : nullptr, tail, drafts.data(), lengths.data(), py.width);
   return nb::make_tuple(drafts, lengths);
 }
 
 nb::tuple step_arrays(PyController& py, const std::vector<std::string>& ids, const std::vector<AnyVec>& tokens,
-                      const std::vector<int64_t>& accepted, bool use_cost) {
+                      const std::vector<int64_t>& accepted, const std::vector<int64_t>& prompt_lens, bool use_cost,
+                      bool tail) {
   if (tokens.size() != ids.size()) throw std::invalid_argument("ids and tokens differ in length");
   py.rows.resize(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) py.rows[i] = vector_row(tokens[i], ids[i]);
-  return run_step(py, ids, accepted, use_cost);
+  return run_step(py, ids, accepted, prompt_lens, use_cost, tail);
 }
 
 nb::tuple step_rows(PyController& py, const std::vector<std::string>& ids, const std::vector<int64_t>& buffer_rows,
-                    const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& accepted, bool use_cost) {
+                    const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& accepted,
+                    const std::vector<int64_t>& prompt_lens, bool use_cost, bool tail) {
   if (buffer_rows.size() != ids.size() || num_tokens.size() != ids.size())
     throw std::invalid_argument("ids, buffer_rows and num_tokens differ in length");
   py.rows.resize(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) py.rows[i] = buffer_row(py.drafter.tokens, buffer_rows[i], num_tokens[i], ids[i]);
-  return run_step(py, ids, accepted, use_cost);
+  return run_step(py, ids, accepted, prompt_lens, use_cost, tail);
 }
 
 // vLLM's proposer call: the first `num_rows` of `req_ids` are the batch (row i is buffer row
@@ -85,7 +91,7 @@ nb::tuple step_rows(PyController& py, const std::vector<std::string>& ids, const
 // (rows, tokens, KV tokens, seconds) or None. `forced_k` >= 0: calibration, every decoding
 // row drafts its last token that many times and the controller is not consulted.
 nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::list sampled, bool use_cost,
-                      int forced_k, bool timed) {
+                      int forced_k, bool timed, nb::object num_prompt_tokens, bool tail) {
   double now = monotonic_seconds();
   if (nb::len(sampled) != num_rows || nb::len(req_ids) < num_rows)
     throw std::invalid_argument("sampled and req_ids do not cover the batch");
@@ -114,25 +120,31 @@ nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::l
   size_t m = py.decoding.size();
   py.decoding_ids.resize(m);
   py.rows.resize(m);
-  py.drafts.assign(m * py.k_max, 0);
+  py.drafts.assign(m * py.width, 0);
   py.lengths.assign(m, 0);
   for (size_t j = 0; j < m; ++j) {
     size_t i = py.decoding[j];
     py.decoding_ids[j] = py.ids[i];
     py.rows[j] = buffer_row(py.drafter.tokens, static_cast<int64_t>(i), element(py.num_tokens, i), py.ids[i]);
   }
+  py.prompt_lens.clear();
+  if (!num_prompt_tokens.is_none()) {  // vLLM's input_batch.num_prompt_tokens: by batch row
+    AnyVec prompts = nb::cast<AnyVec>(num_prompt_tokens);
+    if (prompts.shape(0) < num_rows) throw std::invalid_argument("num_prompt_tokens does not cover the batch");
+    for (size_t j = 0; j < m; ++j) py.prompt_lens.push_back(element(prompts, py.decoding[j]));
+  }
   if (forced_k >= 0) {
     if (forced_k > py.k_max) throw std::invalid_argument("forced_k larger than k_max");
     for (size_t j = 0; j < m; ++j) {
       if (py.rows[j].n == 0) throw std::invalid_argument("request " + py.decoding_ids[j] + ": no tokens");
       int64_t last = token_at(py.rows[j], py.rows[j].n - 1);
-      for (int k = 0; k < forced_k; ++k) py.drafts[j * py.k_max + k] = last;
+      for (int k = 0; k < forced_k; ++k) py.drafts[j * py.width + k] = last;
       py.lengths[j] = forced_k;
     }
   } else if (m) {
     if (use_cost && !py.has_cost) throw std::invalid_argument("no step cost set");
-    py.c.step(py.decoding_ids, py.rows, py.accepted.data(), use_cost ? &py.cost : nullptr, py.drafts.data(),
-              py.lengths.data(), py.k_max);
+    py.c.step(py.decoding_ids, py.rows, py.accepted.data(), py.prompt_lens.empty() ? nullptr : py.prompt_lens.data(),
+              use_cost ? &py.cost : nullptr, tail, py.drafts.data(), py.lengths.data(), py.width);
   }
   PyObject* out = PyList_New(static_cast<Py_ssize_t>(num_rows));
   if (!out) throw nb::python_error();
@@ -144,7 +156,7 @@ nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::l
     if (!row) throw nb::python_error();
     PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), row);
     for (Py_ssize_t t = 0; t < len; ++t) {
-      PyObject* tok = PyLong_FromLongLong(py.drafts[j * py.k_max + t]);
+      PyObject* tok = PyLong_FromLongLong(py.drafts[j * py.width + t]);
       if (!tok) throw nb::python_error();
       PyList_SET_ITEM(row, t, tok);
     }
@@ -165,15 +177,17 @@ nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::l
 void specdec::bind_controller(nb::module_& m) {
   nb::class_<PyController>(m, "Controller")
       .def("__init__",
-           [](PyController* c, PyDrafter& drafter, int k_max, bool adaptive, int k_init, int window, double raise_above,
-              double lower_below, int max_consecutive_rejects, int reprobe_after, double acceptance_decay,
-              double prior_weight, double max_token_gain, double lookup_decay) {
+           [](PyController* c, PyDrafter& drafter, int k_max, int k_ceiling, bool adaptive, int k_init, int window,
+              double raise_above, double lower_below, int max_consecutive_rejects, int reprobe_after,
+              double acceptance_decay, double prior_weight, double max_token_gain, double lookup_decay) {
              PolicyConfig policy{adaptive, k_init, window, raise_above, lower_below, max_consecutive_rejects,
                                  reprobe_after};
-             new (c) PyController(
-                 ControllerConfig{k_max, policy, acceptance_decay, prior_weight, max_token_gain, lookup_decay}, drafter);
+             new (c) PyController(ControllerConfig{k_max, k_ceiling, policy, acceptance_decay, prior_weight,
+                                                   max_token_gain, lookup_decay},
+                                  drafter);
            },
-           nb::keep_alive<1, 2>(), "drafter"_a, "k_max"_a, "adaptive"_a, "k_init"_a, "window"_a, "raise_above"_a,
+           nb::keep_alive<1, 2>(), "drafter"_a, "k_max"_a, "k_ceiling"_a, "adaptive"_a, "k_init"_a, "window"_a,
+           "raise_above"_a,
            "lower_below"_a, "max_consecutive_rejects"_a, "reprobe_after"_a, "acceptance_decay"_a, "prior_weight"_a,
            "max_token_gain"_a, "lookup_decay"_a)
       .def("set_cost",
@@ -183,9 +197,12 @@ void specdec::bind_controller(nb::module_& m) {
              py.has_cost = true;
            })
       .def("bind_engine", [](PyController& py, AnyVec num_tokens) { py.num_tokens = num_tokens; }, "num_tokens"_a)
-      .def("step_arrays", &step_arrays, "ids"_a, "tokens"_a, "num_accepted"_a, "use_cost"_a)
-      .def("step_rows", &step_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "num_accepted"_a, "use_cost"_a)
-      .def("engine_step", &engine_step, "req_ids"_a, "num_rows"_a, "sampled"_a, "use_cost"_a, "forced_k"_a, "timed"_a)
+      .def("step_arrays", &step_arrays, "ids"_a, "tokens"_a, "num_accepted"_a, "prompt_lens"_a, "use_cost"_a,
+           "tail"_a = false)
+      .def("step_rows", &step_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "num_accepted"_a, "prompt_lens"_a,
+           "use_cost"_a, "tail"_a = false)
+      .def("engine_step", &engine_step, "req_ids"_a, "num_rows"_a, "sampled"_a, "use_cost"_a, "forced_k"_a, "timed"_a,
+           "num_prompt_tokens"_a = nb::none(), "tail"_a = false)
       .def("finish", [](PyController& py, const std::string& id) { return py.c.finish(id); })
       .def("active_ids", [](PyController& py) { return py.c.active_ids(); })
       .def("forget_step_rows", [](PyController& py) { py.shapes.forget(); })

@@ -28,6 +28,7 @@ void Acceptance::observe(int64_t num_drafted, int64_t num_accepted, double decay
 Controller::Controller(const ControllerConfig& cfg, Drafter& drafter)
     : cfg_(cfg), drafter_(drafter), policy_(cfg.policy, cfg.k_max) {
   if (cfg.k_max < 1) throw std::invalid_argument("k_max must be >= 1");
+  if (cfg.k_ceiling < cfg.k_max) throw std::invalid_argument("k_ceiling must be >= k_max");
 }
 
 Controller::Live& Controller::observe(const std::string& id, int64_t num_accepted) {
@@ -60,11 +61,11 @@ void Controller::time_lookups(double seconds, int64_t num_looked_up) {
 }
 
 void Controller::step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows,
-                      const int64_t* accepted, const StepCost* cost, int64_t* drafts, int64_t* lengths,
-                      int64_t width) {
+                      const int64_t* accepted, const int64_t* prompt_lens, const StepCost* cost, bool tail,
+                      int64_t* drafts, int64_t* lengths, int64_t width) {
   const size_t n = ids.size();
   if (rows.size() != n) throw std::invalid_argument("ids and rows differ in length");
-  if (width < cfg_.k_max) throw std::invalid_argument("drafts narrower than k_max");
+  if (width < cfg_.k_ceiling) throw std::invalid_argument("drafts narrower than k_ceiling");
   lives_.resize(n);
   for (size_t i = 0; i < n; ++i) lives_[i] = &observe(ids[i], accepted[i]);
   for (size_t i = 0; i < n; ++i)
@@ -72,6 +73,9 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
       drafter_.feedback(*lives_[i]->request, lives_[i]->verified_drafted, lives_[i]->verified_accepted);
   ks_.resize(n);
   for (size_t i = 0; i < n; ++i) ks_[i] = policy_.next_k(lives_[i]->state);
+  if (cost && tail)  // free rows, nothing waits: the rows at k_max may go up to the ceiling
+    for (size_t i = 0; i < n; ++i)
+      if (ks_[i] == cfg_.k_max) ks_[i] = cfg_.k_ceiling;
   const double overall = overall_rate();
   if (cost) {
     contexts_.resize(n);
@@ -84,10 +88,13 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
   }
   conf_.resize(n * static_cast<size_t>(width));
   double started = fixed_lookup_s >= 0 ? 0.0 : thread_seconds();
-  for (size_t i = 0; i < n; ++i) {
-    drafter_.propose(*lives_[i]->request, ids[i], rows[i], static_cast<int>(ks_[i]), drafts + i * width,
-                     conf_.data() + i * width, lengths + i);
-  }
+  // Every row's new tokens first, so that each row's lookups see what the whole batch wrote.
+  for (size_t i = 0; i < n; ++i)
+    drafter_.ingest(*lives_[i]->request, ids[i], rows[i], prompt_lens ? prompt_lens[i] : -1);
+  drafter_.maintain();
+  for (size_t i = 0; i < n; ++i)
+    drafter_.draft(*lives_[i]->request, static_cast<int>(ks_[i]), drafts + i * width, conf_.data() + i * width,
+                   lengths + i);
   if (cost) {
     double elapsed = fixed_lookup_s >= 0 ? fixed_lookup_s : thread_seconds() - started;
     int64_t looked_up = 0;

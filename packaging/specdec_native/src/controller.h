@@ -16,6 +16,7 @@ namespace specdec {
 
 struct ControllerConfig {
   int k_max = 5;
+  int k_ceiling = 5;  // with a budget, in a wave's tail: the rows at k_max may draft this many
   PolicyConfig policy;
   double acceptance_decay = 0.9;
   double prior_weight = 2.0;
@@ -41,10 +42,13 @@ class Controller {
   Controller& operator=(const Controller&) = delete;
 
   // One engine step: row i is request ids[i] with tokens rows[i], of whose last draft
-  // accepted[i] tokens were accepted; with a cost model the batch budget sizes the drafts.
-  // Row i's draft goes to drafts[i * width ..], its length to lengths[i] (width >= k_max).
+  // accepted[i] tokens were accepted, its prompt prompt_lens[i] tokens long (< 0 or no array:
+  // unknown); with a cost model the batch budget sizes the drafts (in a wave's `tail`, rows at
+  // k_max may draft up to k_ceiling).
+  // Row i's draft goes to drafts[i * width ..], its length to lengths[i] (width >= k_ceiling).
   void step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows, const int64_t* accepted,
-            const StepCost* cost, int64_t* drafts, int64_t* lengths, int64_t width);
+            const int64_t* prompt_lens, const StepCost* cost, bool tail, int64_t* drafts, int64_t* lengths,
+            int64_t width);
   // The request left the batch: its tokens enter the cache. False: it was not live.
   bool finish(const std::string& id);
   // `finish` every live request not among `present`, oldest first (the engine noticed they

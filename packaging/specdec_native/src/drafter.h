@@ -1,7 +1,8 @@
-// specdec's drafter, compiled: own-text lookup (OwnIndex) against the cross-request cache
-// (SuffixCache), each drafted token filed under an evidence bucket whose acceptance rate is
-// learned from verification. Same decisions as the Python reference
-// (specdec/drafting/hybrid.py + confidence.py), token for token and bucket for bucket.
+// specdec's drafter, compiled: five candidate sources (own text, siblings of the same prompt,
+// that prompt's history, every running request, the cross-request cache), each drafted token
+// filed under an evidence bucket whose acceptance rate is learned from verification. Same
+// decisions as the Python reference (specdec/drafting/hybrid.py + confidence.py), token for
+// token and bucket for bucket.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -10,7 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "multi_index.h"
 #include "own_index.h"
+#include "prompt_groups.h"
 #include "suffix_cache.h"
 
 namespace specdec {
@@ -22,17 +25,35 @@ struct DrafterConfig {
   int n_max = 16;
   double min_prob = 0.1;
   int min_cache_match = 1;
+  uint64_t group_max_tokens = 2000000;
+  uint64_t history_max_tokens = 1000000;
+  int history_per_prompt = 16;
+  uint64_t live_slack_tokens = 65536;  // the live index is rebuilt past 2 x live tokens + this
 };
+
+// Where a drafted token came from (the order candidates are considered in).
+enum Source : int { kFromOwn, kFromCache, kFromSibling, kFromHistory, kFromLive, kNumSources };
 
 // Acceptance counts per evidence bucket (specdec/drafting/confidence.py).
 class ConfidenceTable {
  public:
-  static constexpr int kOwn = 8, kCacheMatch = 4, kCacheProb = 10;
-  static constexpr int kBuckets = kOwn + kCacheMatch * kCacheProb;
+  static constexpr int kOwn = 8, kCacheMatch = 4, kCacheProb = 10, kPerSource = 8;
+  static constexpr int kSibling = kOwn + kCacheMatch * kCacheProb;  // first sibling bucket
+  static constexpr int kHistory = kSibling + kPerSource, kLive = kHistory + kPerSource;
+  static constexpr int kBuckets = kLive + kPerSource;
 
   ConfidenceTable() { acc_.fill(1.0); rej_.fill(1.0); }
   static int own_bucket(int match_len) { return std::min(std::max(match_len, 1), kOwn) - 1; }
   static int cache_bucket(double prob, int match_len);
+  // sibling, history, live: by min(match_len, 8)
+  static int match_bucket(int first, int match_len) { return first + std::min(std::max(match_len, 1), kPerSource) - 1; }
+  static Source source(int b) {
+    return b < kOwn       ? kFromOwn
+           : b < kSibling ? kFromCache
+           : b < kHistory ? kFromSibling
+           : b < kLive    ? kFromHistory
+                          : kFromLive;
+  }
   double confidence(int b) const { return acc_[b] / (acc_[b] + rej_[b]); }
   double best() const;
   double expected_accepted(const std::vector<int8_t>& buckets) const;
@@ -59,91 +80,117 @@ struct Candidate {
 
 class Drafter {
  public:
-  explicit Drafter(const DrafterConfig& cfg) : cfg_(cfg), cache_(cfg.max_depth, cfg.max_tokens) {}
+  explicit Drafter(const DrafterConfig& cfg)
+      : cfg_(cfg),
+        cache_(cfg.max_depth, cfg.max_tokens),
+        history_(cfg.history_max_tokens, static_cast<size_t>(cfg.history_per_prompt)),
+        groups_(cfg.group_max_tokens, cfg.n_max),
+        live_(std::make_unique<MultiIndex>(cfg.n_max)) {}
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;
 
-  // One request's own-text index and its last draft's buckets.
+  // One request: its own-text index, its last draft's buckets, where it sits in its prompt
+  // group and in the live index.
   struct Request {
     explicit Request(int n_max) : index(n_max) {}
     OwnIndex index;
     std::vector<int8_t> buckets;  // evidence bucket of each token of the last draft
+    bool seen = false;            // joined its group and the live index
+    int64_t prompt_len = -1;      // -1: unknown (no group, no history)
+    uint64_t digest = 0;
+    size_t member_start = 0;      // its member sequence: tokens[member_start..]
+    PromptGroup* group = nullptr;
+    int32_t group_slot = -1;
+    int32_t live_slot = -1;
+    uint64_t serial = 0;          // order first seen
   };
 
-  // The request's tokens so far are tokens[0..n) (T: int32_t or int64_t); those not seen
-  // before are added to its index. Writes at most k draft tokens and their confidences.
+  // A step for a batch is: `ingest` every row, `maintain` once, `draft` every row (so each
+  // row's lookups see what every row of the batch brought in).
+  //
+  // The request's tokens so far are tokens[0..n) (T: int32_t or int64_t, `stride` apart); those
+  // not seen before are added to its own index, its prompt group and the live index. At its
+  // first sight, prompt_len (< 0: unknown) makes tokens[0..prompt_len) its prompt.
   template <typename T>
-  void propose(const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
-               int64_t* draft_out, double* conf_out, int64_t* len_out) {
-    propose(request(id), id, tokens, n, k, stride, draft_out, conf_out, len_out);
-  }
-  // The same for a record from `request(id)` (a caller that keeps it skips the lookup).
-  template <typename T>
-  void propose(Request& r, const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
-               int64_t* draft_out, double* conf_out, int64_t* len_out);
-  void propose(Request& r, const std::string& id, const RowTokens& t, int k, int64_t* draft_out, double* conf_out,
-               int64_t* len_out) {
+  void ingest(Request& r, const std::string& id, const T* tokens, size_t n, int64_t stride, int64_t prompt_len);
+  void ingest(Request& r, const std::string& id, const RowTokens& t, int64_t prompt_len) {
     if (t.wide) {
-      propose(r, id, static_cast<const int64_t*>(t.data), t.n, k, t.stride, draft_out, conf_out, len_out);
+      ingest(r, id, static_cast<const int64_t*>(t.data), t.n, t.stride, prompt_len);
     } else {
-      propose(r, id, static_cast<const int32_t*>(t.data), t.n, k, t.stride, draft_out, conf_out, len_out);
+      ingest(r, id, static_cast<const int32_t*>(t.data), t.n, t.stride, prompt_len);
     }
   }
+  // The bounds: the live index rebuilt when finished requests dominate it, then idle groups
+  // dropped while the groups hold too many tokens.
+  void maintain();
+  // At most k draft tokens continuing the request's tokens, and their confidences.
+  void draft(Request& r, int k, int64_t* draft_out, double* conf_out, int64_t* len_out);
   void feedback(const std::string& id, int64_t num_drafted, int64_t num_accepted);
-  void feedback(const Request& r, int64_t num_drafted, int64_t num_accepted) {
-    table_.observe(r.buckets, num_drafted, num_accepted);
-  }
-  void forget(const std::string& id);  // its tokens enter the cache; its record is freed
+  void feedback(const Request& r, int64_t num_drafted, int64_t num_accepted);
+  // Its tokens enter the cache, its completion the history; its record is freed.
+  void forget(const std::string& id);
   Request& request(const std::string& id);  // the request's record (made on first use)
   double best_confidence() const { return table_.best(); }
 
   SuffixCache& cache() { return cache_; }
   ConfidenceTable& table() { return table_; }
+  PromptHistory& history() { return history_; }
+  const PromptGroups& groups() const { return groups_; }
+  const MultiIndex& live_index() const { return *live_; }
+  uint64_t live_tokens() const { return live_tokens_; }
+  size_t num_live_rebuilds() const { return num_live_rebuilds_; }
+  const DrafterConfig& config() const { return cfg_; }
+  // (drafted and verified, accepted) tokens per Source
+  std::array<std::array<int64_t, 2>, kNumSources>& source_counts() { return source_counts_; }
   size_t num_requests() const { return requests_.size(); }
+  size_t num_members() const {  // requests seen and not forgotten (in the live set)
+    size_t n = 0;
+    for (const auto& [id, r] : requests_) n += r->seen;
+    return n;
+  }
   size_t memory_bytes() const;
 
  private:
+  void join(Request& r, int64_t prompt_len);
+  void feed(Request& r, size_t from);  // tokens[from..] of r's sequence into its group and the live index
+  void rebuild_live();
   Candidate best_candidate(const Request& r, const std::vector<int32_t>& extra, int k);
   Candidate own_candidate(const Request& r, const std::vector<int32_t>& extra, int k, int& own_len) const;
 
   DrafterConfig cfg_;
   SuffixCache cache_;
   ConfidenceTable table_;
+  PromptHistory history_;
+  PromptGroups groups_;
+  std::unique_ptr<MultiIndex> live_;
+  uint64_t live_tokens_ = 0;  // member tokens of the requests not yet forgotten
+  size_t num_live_rebuilds_ = 0;
+  uint64_t next_serial_ = 0;
+  std::array<std::array<int64_t, 2>, kNumSources> source_counts_{};
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::vector<int32_t> tail_;  // scratch: a context's last max_depth tokens
 };
 
 template <typename T>
-void Drafter::propose(Request& r, const std::string& id, const T* tokens, size_t n, int k, int64_t stride,
-                      int64_t* draft_out, double* conf_out, int64_t* len_out) {
+void Drafter::ingest(Request& r, const std::string& id, const T* tokens, size_t n, int64_t stride,
+                     int64_t prompt_len) {
   size_t known = r.index.size();
   if (n < known) throw std::invalid_argument("request " + id + ": fewer tokens than already seen");
   if (known && static_cast<int64_t>(tokens[(known - 1) * stride]) != r.index.tokens()[known - 1])
     throw std::invalid_argument("request " + id + ": its earlier tokens changed");
+  if (!r.seen && prompt_len > static_cast<int64_t>(n))
+    throw std::invalid_argument("request " + id + ": prompt length " + std::to_string(prompt_len) + " outside [0, " +
+                                std::to_string(n) + "]");
   for (size_t i = known; i < n; ++i) {
     int64_t tok = static_cast<int64_t>(tokens[i * stride]);
     if (tok < 0 || tok >= (int64_t{1} << 31)) throw std::invalid_argument("request " + id + ": token id out of range");
     r.index.append(static_cast<int32_t>(tok));
   }
-  std::vector<int32_t> draft;
-  r.buckets.clear();
-  if (k > 0) {
-    Candidate got = best_candidate(r, draft, k);
-    draft = std::move(got.tokens);
-    r.buckets = std::move(got.buckets);
-    // A draft cut short (its match sat near the end of its source) is continued from the
-    // context extended with it.
-    while (!draft.empty() && static_cast<int>(draft.size()) < k) {
-      Candidate more = best_candidate(r, draft, k - static_cast<int>(draft.size()));
-      if (more.tokens.empty()) break;
-      draft.insert(draft.end(), more.tokens.begin(), more.tokens.end());
-      r.buckets.insert(r.buckets.end(), more.buckets.begin(), more.buckets.end());
-    }
+  if (!r.seen) {
+    join(r, prompt_len);
+  } else if (n > known) {
+    feed(r, known);
   }
-  for (size_t i = 0; i < draft.size(); ++i) {
-    draft_out[i] = draft[i];
-    conf_out[i] = table_.confidence(r.buckets[i]);
-  }
-  *len_out = static_cast<int64_t>(draft.size());
 }
 
 }  // namespace specdec

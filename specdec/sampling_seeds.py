@@ -1,0 +1,19 @@
+"""One sampling seed per (run seed, row id, sample index).
+
+A request's seed must not depend on where it sits in a generate call: a resumed run, another
+batch size or a shard split differently must give each sample the same seed, so it is a hash
+of what identifies the sample, not its position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+SEED_LIMIT = 2**31  # seeds stay non-negative int32s, which every sampler accepts
+
+
+def sample_seed(seed: int, row_id: str, sample: int) -> int:
+    """The seed of sample `sample` of row `row_id` in a run seeded with `seed`: stable across
+    processes and Python versions (blake2b, not `hash()`), in [0, 2**31)."""
+    digest = hashlib.blake2b(f"{seed}|{row_id}|{sample}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % SEED_LIMIT
