@@ -213,7 +213,10 @@ def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, 
         if budget == 0:
             break
         if row.decoding:
-            row.draft = row.draft[: budget - 1]
+            # Also cut where the reference ends: it runs `lookahead` tokens past max_tokens
+            # for drafts up to K, and a tail draft (up to SpecConfig.k_ceiling) verified past
+            # the stop point only decides tokens that are discarded anyway.
+            row.draft = row.draft[: max(0, min(budget - 1, len(row.greedy) - row.num_out - 1))]
             num_tokens = 1 + int(row.draft.shape[0])
         else:
             num_tokens = min(row.prompt_len - row.num_computed, budget)

@@ -1,0 +1,170 @@
+"""The rewind of seeded requests' CPU generators (specdec.vllm_plugins.seeded_chunk_fix),
+without engines: the generator, vLLM's rewind call on it, the plugin hook and its switch.
+That seeded requests with a chunked prefill complete on the real engine, with the samples of
+unchunked runs, is checked in tests/engine/test_seeded_chunk_engine.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from specdec.vllm_plugins import seeded_chunk_fix
+from specdec.vllm_plugins.seeded_chunk_fix import RewindableGenerator
+from support import REPO
+
+VOCAB = 1000
+
+
+def draw(generator: torch.Generator) -> torch.Tensor:
+    """What vLLM's random sampler draws for one seeded request: exponential noise over the
+    vocabulary."""
+    return torch.empty(VOCAB).exponential_(generator=generator)
+
+
+def rewind(generator: torch.Generator) -> None:
+    """vLLM's rewind of a discarded sample (GPUModelRunner._bookkeeping_sync)."""
+    generator.set_offset(generator.get_offset() - 4)
+
+
+def test_plain_cpu_generator_has_no_offset() -> None:
+    # The crash: what vLLM's rewind does to a plain CPU generator.
+    with pytest.raises(RuntimeError, match="does not use offset"):
+        rewind(torch.Generator().manual_seed(1))
+    assert seeded_chunk_fix.cpu_offsets_unsupported()
+
+
+def test_rewind_repeats_the_undone_draws() -> None:
+    gen = RewindableGenerator().manual_seed(7)
+    gen.checkpoint()
+    discarded = draw(gen)
+    rewind(gen)
+    assert torch.equal(draw(gen), discarded)
+
+
+def test_rewound_stream_is_the_unchunked_stream() -> None:
+    # Chunked: two discarded samples, then the real ones. Unchunked: the real ones at once.
+    unchunked = torch.Generator().manual_seed(123)
+    want = [draw(unchunked) for _ in range(3)]
+    gen = RewindableGenerator.like(torch.Generator().manual_seed(123))
+    for _ in range(2):  # non-final prefill chunks
+        gen.checkpoint()
+        draw(gen)
+        rewind(gen)
+    got = []
+    for _ in range(3):
+        gen.checkpoint()
+        got.append(draw(gen))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert gen.get_offset() == 3 * seeded_chunk_fix.OFFSET_PER_STEP
+
+
+def test_rewind_goes_back_one_step_only() -> None:
+    gen = RewindableGenerator().manual_seed(3)
+    gen.checkpoint()
+    first = draw(gen)
+    gen.checkpoint()
+    second = draw(gen)
+    rewind(gen)
+    assert torch.equal(draw(gen), second)  # back to the last checkpoint, not the first
+    assert not torch.equal(first, second)
+    with pytest.raises(ValueError, match="last checkpoint"):
+        rewind(gen)  # the checkpoint was used up
+    with pytest.raises(ValueError, match="last checkpoint"):
+        RewindableGenerator().set_offset(0)  # never checkpointed
+    gen.checkpoint()
+    with pytest.raises(ValueError, match="last checkpoint"):
+        gen.set_offset(gen.get_offset() - 8)  # further than one step
+
+
+def test_like_copies_the_stream_and_works_with_torch_ops() -> None:
+    plain = torch.Generator().manual_seed(99)
+    draw(plain)
+    copy = RewindableGenerator.like(plain)
+    assert copy.device == plain.device
+    assert torch.equal(draw(copy), draw(plain))
+    probs = torch.tensor([0.1, 0.2, 0.7])
+    assert torch.equal(torch.multinomial(probs, 2, generator=copy), torch.multinomial(probs, 2, generator=plain))
+
+
+_REGISTER_CHECK = """
+import types
+import torch
+from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+from vllm.v1.worker.gpu_input_batch import CachedRequestState
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from specdec.vllm_plugins import register, seeded_chunk_fix
+from specdec.vllm_plugins.seeded_chunk_fix import RewindableGenerator
+
+gpu_sample = GPUModelRunner._sample
+register()  # the plugin entry point
+register()
+patched = getattr(CPUModelRunner._sample, seeded_chunk_fix._PATCHED, False)
+assert patched == getattr(CachedRequestState.__post_init__, seeded_chunk_fix._PATCHED, False)
+print("PATCHED" if patched else "UNPATCHED")
+if patched:
+    assert GPUModelRunner._sample is gpu_sample  # GPU runners are left alone
+    # Wrapped once, however often the plugin is called
+    assert not getattr(CPUModelRunner._sample.__wrapped__, seeded_chunk_fix._PATCHED, False)
+
+# A request as the model runner records it (GPUModelRunner._update_states).
+state = CachedRequestState(req_id="r", prompt_token_ids=[1, 2, 3], mm_features=[], sampling_params=None,
+                           generator=torch.Generator(device="cpu").manual_seed(5), block_ids=([],),
+                           num_computed_tokens=0, output_token_ids=[])
+assert isinstance(state.generator, RewindableGenerator) == patched
+assert state.num_prompt_tokens == 3  # vLLM's own __post_init__ still ran
+
+# One step of a non-final prefill chunk, as the model runner runs it: sample, then rewind.
+def sampler(logits, sampling_metadata):
+    return torch.stack([torch.empty(8).exponential_(generator=g) for g in sampling_metadata.generators.values()])
+batch = types.SimpleNamespace(generators={0: state.generator}, update_async_output_token_ids=lambda: None)
+batch.sampling_metadata = types.SimpleNamespace(generators=batch.generators)
+runner = types.SimpleNamespace(input_batch=batch, sampler=sampler)
+discarded = CPUModelRunner._sample(runner, torch.zeros(1, 8), None)
+try:
+    state.generator.set_offset(state.generator.get_offset() - 4)
+except RuntimeError as exc:
+    print("REWIND-FAILED", exc)
+else:
+    assert torch.equal(CPUModelRunner._sample(runner, torch.zeros(1, 8), None), discarded)
+    print("REWIND-OK")
+"""
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["on", "switched_off"])
+def test_register_patches_the_cpu_runner_per_switch(disabled: bool) -> None:
+    # A fresh interpreter, as in vLLM's engine and worker processes.
+    env = {k: v for k, v in os.environ.items() if k != seeded_chunk_fix.DISABLE_ENV}
+    if disabled:
+        env[seeded_chunk_fix.DISABLE_ENV] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", _REGISTER_CHECK], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if disabled:
+        assert "UNPATCHED" in proc.stdout and "REWIND-FAILED CPU Generator does not use offset" in proc.stdout
+    else:
+        assert "PATCHED" in proc.stdout.split() and "REWIND-OK" in proc.stdout, proc.stdout
+
+
+def _fail(*args, **kwargs):
+    raise AssertionError("must not be called")
+
+
+def test_opt_out_env_skips_patching(monkeypatch) -> None:
+    monkeypatch.setattr(seeded_chunk_fix, "_decided", False)
+    monkeypatch.setenv(seeded_chunk_fix.DISABLE_ENV, "1")
+    monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", _fail)
+    monkeypatch.setattr(seeded_chunk_fix, "_targets", _fail)
+    seeded_chunk_fix.register()
+
+
+def test_other_platforms_are_left_alone(monkeypatch) -> None:
+    monkeypatch.setattr(seeded_chunk_fix, "_decided", False)
+    monkeypatch.delenv(seeded_chunk_fix.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", lambda: False)
+    monkeypatch.setattr(seeded_chunk_fix, "_targets", _fail)
+    seeded_chunk_fix.register()
