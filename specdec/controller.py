@@ -10,7 +10,6 @@ replay simulator, so both take identical decisions for identical token sequences
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,20 +26,10 @@ from specdec.budget import (
     row_contexts,
 )
 from specdec.config import SpecConfig
+from specdec.default_proposer import default_proposer
 from specdec.drafting.base import BatchProposer, DraftBatch, Proposer, RowByRow, TokenRows
-from specdec.drafting import ngram
-from specdec.drafting.hybrid import HybridProposer
-from specdec.drafting.ngram import NgramProposer
-from specdec.drafting import cache_file
-from specdec.drafting.cache_file import CacheContents, CacheFileError
-from specdec.drafting.native import NativeHybridProposer
-from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, SuffixTrieCache
 from specdec.engines.step_timing import StepShapes
 from specdec.policy import AdaptiveK, KState
-
-# vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
-log = logging.getLogger("vllm.specdec.controller")
-
 
 _NO_GAINS = np.zeros(0)  # a row without a draft: nothing to allocate
 
@@ -58,49 +47,6 @@ def contexts_of(tokens: Sequence[np.ndarray]) -> np.ndarray:
     if isinstance(tokens, TokenRows):
         return row_contexts(tokens.lengths)
     return row_contexts(np.array([row.shape[0] for row in tokens], dtype=np.int64))
-
-
-def default_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[Proposer, str | None]:
-    """specdec's proposer: own-text lookup, prompt groups, the live index and the
-    cross-request cache (or lookup alone), compiled or the Python reference as
-    `config.drafter` says, starting from `config.cache_file` (cache and history) when it is
-    usable; and a warning when it was not (the cache then starts empty)."""
-    if not config.cache or config.drafter == "python":
-        ngram.warm_up()  # the Python own-text matcher: compile it now, not in the first (timed) step
-    if not config.cache:
-        return NgramProposer(config.lookup_min, config.lookup_max), None
-    contents, warning = _load_cache(config, tokenizer)
-    max_depth = contents.max_depth if contents else DEFAULT_MAX_DEPTH
-    proposer: HybridProposer | NativeHybridProposer
-    shared = {"group_max_tokens": config.group_max_tokens, "history_max_tokens": config.history_max_tokens,
-              "history_per_prompt": config.history_per_prompt}
-    if config.drafter == "python":
-        cache = SuffixTrieCache(max_depth, config.cache_max_tokens)
-        proposer = HybridProposer(cache, config.lookup_min, config.lookup_max, config.cache_min_prob, **shared)
-    else:
-        proposer = NativeHybridProposer(
-            config.cache_max_tokens, max_depth, config.lookup_min, config.lookup_max, config.cache_min_prob, **shared
-        )
-    if contents:
-        proposer.load_contents(contents)  # the cache's sequences and the prompts' history
-    return proposer, warning
-
-
-def _load_cache(config: SpecConfig, tokenizer: str | None) -> tuple[CacheContents | None, str | None]:
-    """The saved cache's sequences, or none: a missing file is a first run; a damaged,
-    foreign, header-less or other-tokenizer file is moved aside with a warning (never a
-    failed run)."""
-    if not config.cache_file:
-        return None, None
-    try:
-        return cache_file.read_contents(config.cache_file, tokenizer), None
-    except FileNotFoundError:
-        return None, None
-    except CacheFileError as exc:
-        aside = cache_file.set_aside(config.cache_file)
-        warning = f"draft cache file {exc}; moved to {aside}; starting with an empty cache"
-        log.warning("specdec: %s", warning)
-        return None, warning
 
 
 def make_controller(config: SpecConfig, proposer: Proposer | None = None, tokenizer: str | None = None) -> "Controller":

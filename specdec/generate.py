@@ -66,8 +66,7 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
         raise EngineStalled(f"{source}: {exc}; a new engine starts for the next call") from exc
     generate_s = time.perf_counter() - started
     for request, result in zip(requests, results, strict=True):  # engines answer in request order
-        assert result.id == request.id, (result.id, request.id)
-        result.sample = request.sample
+        assert (result.id, result.sample) == (request.id, request.sample), (result.id, result.sample, request.id)
     num_samples = collections.Counter(r.id for r in requests)  # what each row asked for
     table = results_to_table(results, params.method, config_hash, config, num_samples)
     stats = ShardStats.aggregate(r.stats for r in results)

@@ -17,7 +17,8 @@ import numpy as np
 
 from specdec.budget import StepCost, StepCostModel, StepSample
 from specdec.config import SpecConfig
-from specdec.controller import Controller, DraftController, default_proposer
+from specdec.controller import Controller, DraftController
+from specdec.default_proposer import default_proposer
 from specdec.drafting.base import TokenRows
 from specdec.drafting.native import NativeHybridProposer, load_core, prompt_lengths
 from specdec.policy import DEFAULT_K_INIT

@@ -17,7 +17,8 @@ import numpy as np
 
 from specdec.bench.records import BenchRecord, Workload
 from specdec.config import PolicyConfig, SpecConfig
-from specdec.controller import default_proposer, make_controller
+from specdec.controller import make_controller
+from specdec.default_proposer import default_proposer
 from specdec.drafting.base import Proposer
 from specdec.engines.replay import ReplayRequest, ReplayResult, replay, replay_with
 from specdec.stats import ShardStats

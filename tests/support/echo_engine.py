@@ -25,5 +25,5 @@ class EchoEngine:
             n = len(ids)
             stats = RequestStats(n, max(1, n // 2), n // 2, 2 * (n // 2), n - max(1, n // 2),
                                  [n // 2, n - max(1, n // 2) - n // 2], [0, 0, n // 2], 0)
-            out.append(GenerationResult(r.id, bytes(ids).decode(errors="replace"), ids, "length", stats))
+            out.append(GenerationResult(r.id, bytes(ids).decode(errors="replace"), ids, "length", stats, sample=r.sample))
         return out

@@ -41,7 +41,7 @@ class RecordingEngine:
         for r in requests:
             n = min(4, r.max_tokens)
             stats = RequestStats(n, n, 0, 0, 0, [0] * self.spec.k_max, [n] + [0] * self.spec.k_max, n)
-            results.append(GenerationResult(r.id, "", [1, 2, 3, 4][:n], "length", stats, [], []))
+            results.append(GenerationResult(r.id, "", [1, 2, 3, 4][:n], "length", stats, [], [], sample=r.sample))
         return results
 
     def reset_proposer(self) -> None:

@@ -1,14 +1,12 @@
 """The compiled drafter (specdec_native) against the Python reference: the same cache counts,
-multi-sequence index lookups and prompt digests, the same drafts and confidences, token for
-token, on random and real token streams, through eviction, persistence (cache and history),
+the same drafts and confidences, token for token, on random token streams, through eviction,
+persistence (cache and history),
 prompt groups, the live index and its rebuilds, requests that finish mid-batch and requests
 preempted then resumed."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import re
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -18,19 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.config import SpecConfig
-from specdec.controller import DraftController
-from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
 from specdec.drafting import live_text
 from specdec.drafting.base import TokenRows
 from specdec.drafting.cache_file import read_contents
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.live_text import LIVE_SLACK_TOKENS
-from specdec.drafting.multi_index import MultiIndex
 from specdec.drafting.native import NativeHybridProposer, NativeSuffixCache, load_core, prompt_digest
-from specdec.drafting.prompt_digest import prompt_digest as reference_digest
 from specdec.drafting.suffix_cache import SuffixTrieCache
-from specdec.engines.replay import ReplayRequest, replay
 from support.token_streams import prompt_streams, repetitive_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
@@ -97,55 +89,6 @@ def test_store_space_of_replaced_sequences_comes_back():
     fresh = NativeSuffixCache.create(max_depth=6, max_tokens=400)
     fresh.load_contents(nat.contents())
     assert fresh.dump() == nat.dump() and fresh.num_nodes == nat.num_nodes
-
-
-# -- the multi-sequence index and the prompt digest -----------------------------------------
-
-multi_ops = st.lists(
-    st.tuples(
-        st.sampled_from(["add", "extend", "extend", "lookup", "lookup"]),
-        st.integers(0, 5),  # slot (extend), excluded slot (lookup: -1 .. 5)
-        st.lists(st.integers(0, 3), max_size=12),  # tokens or context
-        st.integers(1, 4),  # n_min
-    ),
-    max_size=40,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(ops=multi_ops, n_max=st.integers(1, 8))
-def test_multi_index_lookups_equal_the_reference(ops, n_max):
-    ref, nat = MultiIndex(n_max), load_core().MultiIndex(n_max)
-    for op, slot, tokens, n_min in ops:
-        seq = np.array(tokens, dtype=np.int32)
-        if op == "add" or len(ref) == 0:
-            assert nat.add(seq) == ref.add(seq)
-        elif op == "extend":
-            ref.extend(slot % len(ref), seq)
-            nat.extend(slot % len(ref), seq)
-        else:
-            exclude = slot - 1 if slot <= len(ref) else -1
-            assert nat.lookup(seq, exclude, n_min) == ref.lookup(seq, exclude, n_min), (seq, exclude, n_min)
-        assert nat.num_tokens == ref.num_tokens
-    assert [nat.sequence(i) for i in range(len(ref))] == [ref.sequence(i).tolist() for i in range(len(ref))]
-
-
-@settings(max_examples=200, deadline=None)
-@given(tokens=st.lists(st.integers(0, 2**31 - 1), max_size=40))
-def test_prompt_digest_equals_the_reference(tokens):
-    want = reference_digest(tokens)
-    assert prompt_digest(np.array(tokens, dtype=np.int64)) == want
-    assert prompt_digest(np.array(tokens, dtype=np.int32)) == want
-    assert prompt_digest(np.array(tokens, dtype=np.int64)[::-1][::-1]) == want
-
-
-def test_prompt_digest_is_fnv1a_over_little_endian_bytes():
-    assert prompt_digest(np.zeros(0, dtype=np.int64)) == 14695981039346656037
-    raw = np.array([1, 258, 2**31 - 1], dtype="<u4").tobytes()
-    h = 14695981039346656037
-    for byte in raw:
-        h = ((h ^ byte) * 1099511628211) % 2**64
-    assert prompt_digest(np.array([1, 258, 2**31 - 1])) == h
 
 
 # -- the whole drafter -------------------------------------------------------------------
@@ -396,76 +339,3 @@ def test_earlier_tokens_must_not_change():
         nat.propose("a", np.array([1, 2]), 2)  # fewer tokens than already seen
     with pytest.raises(ValueError, match="request a"):
         nat.propose("a", np.array([1, 2, 4, 5]), 2)  # the last known one changed
-
-
-# -- real token streams ------------------------------------------------------------------
-
-
-def _word_tokens(texts: list[str]) -> list[np.ndarray]:
-    """Real text as token streams: words, punctuation and runs of spaces, numbered."""
-    vocab: dict[str, int] = {}
-    return [
-        np.array([vocab.setdefault(w, len(vocab)) for w in re.findall(r"\w+|[^\w\s]|\s+", text)], dtype=np.int64)
-        for text in texts
-    ]
-
-
-def _real_requests(texts: list[str], k_max: int) -> list[ReplayRequest]:
-    """Each text as a request: its first third the prompt, the rest the greedy output."""
-    requests = []
-    for i, seq in enumerate(_word_tokens(texts)):
-        cut = seq.size // 3
-        if seq.size - cut > k_max + 4:
-            requests.append(ReplayRequest(f"r{i}", seq[:cut].tolist(), seq[cut:].tolist(), seq.size - cut - k_max - 2))
-    return requests
-
-
-@pytest.fixture(scope="module")
-def real_texts() -> dict[str, list[str]]:
-    return {
-        "humaneval": [r["prompt"] for r in humaneval_rows(40)],
-        "sharegpt-mt": [r["prompt"] for r in sharegpt_multiturn_rows(25)],
-    }
-
-
-@pytest.mark.parametrize("dataset", ["humaneval", "sharegpt-mt"])
-@pytest.mark.parametrize("k_max,budget", [(3, 4_000_000), (7, 2_000)])
-def test_replay_on_real_streams_is_identical(real_texts, dataset, k_max, budget):
-    """The reference (controller and drafter) and the compiled ones take the same decisions
-    on real text (with a small cache budget too: eviction on the way)."""
-    requests = _real_requests(real_texts[dataset], k_max)
-    results = {}
-    for drafter in ("python", "native"):
-        cfg = SpecConfig(method="specdec", k_max=k_max, drafter=drafter, cache_max_tokens=budget)
-        results[drafter] = replay(requests, cfg)
-    for want, got in zip(results["python"], results["native"], strict=True):
-        assert (got.per_step_drafted, got.per_step_accepted) == (want.per_step_drafted, want.per_step_accepted), want.id
-    assert sum(sum(r.per_step_accepted) for r in results["native"]) > 0  # it did draft
-
-
-def test_batched_steps_with_a_budget_are_identical(real_texts):
-    """Several requests per step through DraftController.step_batch with a step-cost model
-    (the budget trims drafts, so feedback covers part of each draft)."""
-    from specdec.budget import StepCost
-
-    streams = _word_tokens(real_texts["humaneval"][:12])
-    cost = StepCost(fixed_s=0.02, per_seq_s=0.001, per_token_s=0.002)
-    controllers = {d: DraftController(SpecConfig(method="specdec", k_max=5, drafter=d)) for d in ("python", "native")}
-    for c in controllers.values():  # every lookup equally long: measured times differ
-        c.clock = itertools.cycle([0.0, 3e-6]).__next__
-    rng = np.random.default_rng(2)
-    length = {i: max(2, s.size // 3) for i, s in enumerate(streams)}
-    accepted = {i: 0 for i in length}
-    while length:
-        rows = [(f"q{i}", streams[i][: length[i]], accepted[i]) for i in length]
-        got = {d: c.step_batch(rows, cost) for d, c in controllers.items()}
-        for want, mine in zip(got["python"], got["native"], strict=True):
-            assert mine.tolist() == want.tolist()
-        for (req_id, _, _), draft in zip(rows, got["python"]):
-            i = int(req_id[1:])
-            accepted[i] = int(rng.integers(0, draft.size + 1))
-            length[i] += accepted[i] + 1
-            if length[i] >= streams[i].size:
-                del length[i]
-                for c in controllers.values():
-                    c.finish(req_id)
