@@ -7,8 +7,10 @@
     support/   helpers, imported as `support.<module>`: pytest puts tests/, the folder of
                this rootdir conftest (no __init__.py), on sys.path
 
-Real vLLM engines are expensive (~60 s to start on 2 cores), so each distinct engine
-configuration is started at most once per test session and reused."""
+Real vLLM engines are expensive (20-60 s to start on 2 cores), so each distinct engine
+configuration is started at most once per test session and reused; specdec settings that
+differ only in the drafter (budget, cache, cache file, k_max within the engine's K) share one
+engine, whose drafter is rebound (`VllmEngine.rebind`)."""
 
 from __future__ import annotations
 
@@ -38,9 +40,12 @@ def default_model_dir():
 
 @pytest.fixture(scope="session")
 def engine_factory(default_model_dir) -> Iterator:
-    """`engine_factory(method, k_max=4, fresh=False, **spec_overrides)` -> a started, shared
-    VllmEngine. `fresh=True` replaces a shared one with a newly started engine: vLLM's
-    metrics registry (`get_metrics`) follows only the newest engine of a process."""
+    """`engine_factory(method, k_max=4, fresh=False, newest=False, **spec_overrides)` -> a shared
+    VllmEngine running that configuration. Its drafter state is whatever earlier tests left
+    unless the configuration changed (`reset_proposer` for a cold one). `fresh=True` replaces
+    a shared one with a newly started engine; `newest=True` only where another engine started
+    after it: vLLM's metrics registry (`get_metrics`, `counters`) follows only the newest engine
+    of a process."""
     from specdec.config import SpecConfig
     from specdec.engine_cache import engine_configs
     from specdec.engines.vllm_engine import VllmEngine
@@ -49,27 +54,42 @@ def engine_factory(default_model_dir) -> Iterator:
     # the engine a flow or `specdec generate` with batch_size=16, kv_cache_gib=1.0 starts
     engine_cfg, _ = engine_configs(GenerationParams(batch_size=16, kv_cache_gib=1.0))
 
-    def get(method: str, k_max: int = 4, fresh: bool = False, **spec_overrides):
-        key = (method, k_max, tuple(sorted(spec_overrides.items())))
-        if fresh and key in _ENGINES:
+    def get(method: str, k_max: int = 4, fresh: bool = False, newest: bool = False, **spec_overrides):
+        spec = SpecConfig(method=method, k_max=k_max, **spec_overrides)
+        if method == "specdec":
+            # Every specdec setting runs on one engine per vLLM K, rebinding its drafter
+            # (a cold start, seconds) instead of starting an engine (a minute): K is the
+            # larger of this setting's ceiling and the budgeted default's for this k_max.
+            started = SpecConfig(method=method, k_max=k_max)
+            started = spec if spec.k_ceiling >= started.k_ceiling else started
+            key: object = (method, started.k_ceiling)  # see _is_specdec_key
+        else:
+            started, key = spec, spec  # settings given or defaulted alike share an engine
+        if key in _ENGINES and (fresh or (newest and not _ENGINES[key].newest)):
             _ENGINES.pop(key).close()
         if key in _ENGINES:
             _ENGINES[key] = _ENGINES.pop(key)  # most recently used goes last
-            return _ENGINES[key]
-        while len(_ENGINES) >= MAX_LIVE_ENGINES:
-            _ENGINES.pop(next(iter(_ENGINES))).close()
-        spec = SpecConfig(method=method, k_max=k_max, **spec_overrides)
-        _ENGINES[key] = VllmEngine(engine_cfg, spec)
-        return _ENGINES[key]
+        else:
+            while len(_ENGINES) >= MAX_LIVE_ENGINES:
+                _ENGINES.pop(next(iter(_ENGINES))).close()
+            _ENGINES[key] = VllmEngine(engine_cfg, started)
+        engine = _ENGINES[key]
+        if engine.spec != spec:
+            engine.rebind(spec)
+        return engine
 
     yield get
     _close_engines()
 
 
-def _close_engines() -> None:
-    for engine in _ENGINES.values():
-        engine.close()
-    _ENGINES.clear()
+def _close_engines(keep_specdec: bool = False) -> None:
+    """Close the shared engines (`keep_specdec`: all but the specdec one)."""
+    for key in [k for k in _ENGINES if not (keep_specdec and _is_specdec_key(k))]:
+        _ENGINES.pop(key).close()
+
+
+def _is_specdec_key(key: object) -> bool:
+    return isinstance(key, tuple) and key[0] == "specdec"
 
 
 @pytest.fixture(scope="session")
@@ -137,8 +157,20 @@ def _group(item: pytest.Item) -> str:
     return path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
 
 
+# engine/ modules that run first, in this order, the others after them in file order: the
+# bench test starts and closes engines of its own, so it runs while no shared engine holds
+# memory; test_engine_greedy.py reconciles vLLM's counters, which follow only the newest
+# engine of the process, so its specdec engine must start before the shared `none` one (the
+# same engine then serves every later specdec test, rebound).
+FIRST_ENGINE_MODULES = ("test_bench_engine.py", "test_engine_greedy.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """No slow test in unit/ (`make test-fast` runs that folder), none but slow ones in engine/."""
+    """No slow test in unit/ (`make test-fast` runs that folder), none but slow ones in engine/;
+    FIRST_ENGINE_MODULES first (a stable sort: the order is otherwise kept)."""
+    groups = list(dict.fromkeys(_group(item) for item in items))
+    first = {name: i for i, name in enumerate(FIRST_ENGINE_MODULES)}
+    items.sort(key=lambda item: (groups.index(_group(item)), first.get(item.path.name, len(first))))
     misplaced = []
     for item in items:
         slow = item.get_closest_marker("slow") is not None
@@ -154,10 +186,11 @@ _last_group: str | None = None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A new group starts without the engines the last one left alive: pipeline/'s Prefect
-    workers start engines of their own, and several GiB each would not fit beside them."""
+    """A new group starts without the engines the last one left alive but the specdec one
+    (pipeline/ uses it too): pipeline/'s Prefect workers start engines of their own, and
+    several GiB each would not fit beside more."""
     global _last_group
     group = _group(item)
     if _last_group not in (None, group):
-        _close_engines()
+        _close_engines(keep_specdec=True)
     _last_group = group

@@ -101,18 +101,34 @@ class VllmEngine:
         # By PID, so that close() and kill() can make sure none outlives this engine.
         self.processes = processes.engine_processes(self.llm)
         self.alive = True  # False once closed or killed: the engine cache starts a new one
+        self.k_engine = spec_cfg["num_speculative_tokens"] if spec_cfg else 0  # fixed at start-up
         if spec.method == "specdec":
-            bound = self.llm.collective_rpc(vllm_proposer.bind_proposer,
-                                            args=(spec.to_dict(), tokenizer_digest(self.model_path)))
-            if all(b is None for b in bound):
-                raise RuntimeError("vLLM did not load the specdec proposer in its worker")
-            for warning in {b for b in bound if b}:
-                log.warning("%s", warning)
-            if spec.budget:
-                calibration.calibrate(self.llm, engine, self.model_path, spec.k_max, self.cpu_binding)
-                log.info("speculation budget step cost: %s", self.step_cost())
+            self._bind(spec)
         if record_steps:
             self.llm.collective_rpc(step_profile.start_recording)
+
+    def rebind(self, spec: SpecConfig) -> None:
+        """Draft with `spec` from the next call on, without a restart (about a minute on two
+        cores): the worker's drafter starts cold from `spec` (its cache file read anew) and,
+        with a budget, loads that budget's calibration. specdec only, within the K this engine
+        started with, since vLLM fixes K at start-up; smaller ceilings draft fewer tokens."""
+        if self.spec.method != "specdec" or spec.method != "specdec":
+            raise ConfigError(f"{self.spec.method} -> {spec.method}: only a specdec engine rebinds, to specdec")
+        if spec.k_ceiling > self.k_engine:
+            raise ConfigError(f"K ceiling {spec.k_ceiling} is above this engine's K={self.k_engine}")
+        self._bind(spec)
+
+    def _bind(self, spec: SpecConfig) -> None:
+        bound = self.llm.collective_rpc(vllm_proposer.bind_proposer,
+                                        args=(spec.to_dict(), tokenizer_digest(self.model_path)))
+        if all(b is None for b in bound):
+            raise RuntimeError("vLLM did not load the specdec proposer in its worker")
+        for warning in {b for b in bound if b}:
+            log.warning("%s", warning)
+        self.spec = spec
+        if spec.budget:
+            calibration.calibrate(self.llm, self.engine_config, self.model_path, spec.k_max, self.cpu_binding)
+            log.info("speculation budget step cost: %s", self.step_cost())
 
     def recalibrate(self) -> tuple[list[StepSample], list[PrefillSample]]:
         """Measures the budget's start-up calibration again, now, and runs on it (it replaces
@@ -207,9 +223,14 @@ class VllmEngine:
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()
 
+    @property
+    def newest(self) -> bool:
+        """Started last in this process: vLLM's metrics registry follows this engine."""
+        return self._serial == VllmEngine._engines_started
+
     def counters(self) -> SpecCounters:
         """vLLM's own cumulative speculation counters (subtract two snapshots)."""
-        if self._serial != VllmEngine._engines_started:
+        if not self.newest:
             raise RuntimeError(
                 "vLLM's metrics registry follows only the newest engine in this process; "
                 "read counters() from the engine started last"

@@ -55,8 +55,8 @@ class SpecdecVllmProposer:
 
     def bind(self, input_batch: Any, config: SpecConfig, tokenizer: str | None = None) -> str | None:
         """Returns a warning when the cache file could not be used (the cache starts empty)."""
-        if config.k_ceiling != self.k_engine:
-            raise ValueError(f"SpecConfig.k_ceiling={config.k_ceiling} != vLLM K={self.k_engine}")
+        if config.k_ceiling > self.k_engine:
+            raise ValueError(f"SpecConfig.k_ceiling={config.k_ceiling} > vLLM K={self.k_engine}")
         self.input_batch = input_batch
         if not hasattr(input_batch, "num_prompt_tokens"):
             log.warning("specdec: the input batch has no num_prompt_tokens: drafting without prompt groups or history")

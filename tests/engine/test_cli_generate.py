@@ -1,12 +1,10 @@
-"""`specdec generate` through the console script with the real engine: good rows complete, bad
-and too-long rows go to the quarantine file beside the output; without prefect and duckdb
-installed (support.no_pipeline) it works the same."""
+"""`specdec generate` through the console script with the real engine, where prefect and
+duckdb cannot be imported (support.no_pipeline), as where they are not installed: good rows
+complete, bad and too-long rows go to the quarantine file beside the output."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -19,9 +17,12 @@ from support.shards import write_shard
 pytestmark = pytest.mark.slow
 
 
-def test_generate_end_to_end_through_the_console_script(tmp_path):
-    """Good rows complete; a bad row and a too-long row go to the quarantine file beside the
-    output, with the DuckDB quarantine table's columns; the exit code is 0."""
+def test_generate_end_to_end_through_the_console_script_without_the_pipeline(no_pipeline_env, tmp_path):
+    """With prefect and duckdb hidden: good rows complete; a bad row and a too-long row go to
+    the quarantine file beside the output, with the DuckDB quarantine table's columns; the
+    exit code is 0."""
+    from specdec.models import specdec_home
+
     rows = [
         {"id": "code", "prompt": "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n", "messages": None, "max_tokens": 24},
         {"id": "chat", "prompt": None, "messages": json.dumps([{"role": "user", "content": "Say hello."}]), "max_tokens": None},
@@ -30,13 +31,11 @@ def test_generate_end_to_end_through_the_console_script(tmp_path):
     ]
     src = write_shard(tmp_path / "p.parquet", rows)
     out = tmp_path / "out.parquet"
-    proc = subprocess.run(
-        [sys.executable, "-m", "specdec.cli", "generate", "--input", str(src), "--output", str(out),
-         "--method", "specdec", "--max-tokens", "16", "--batch-size", "2", "--kv-cache-gib", "1",
-         "--max-model-len", "256"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    env = {**no_pipeline_env, "SPECDEC_HOME": str(specdec_home())}
+    proc = specdec(env, tmp_path, "generate", "--input", str(src), "--output", str(out), "--method", "specdec",
+                   "--max-tokens", "16", "--batch-size", "2", "--kv-cache-gib", "1", "--max-model-len", "256",
+                   timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "tokens / forward" in proc.stdout and "acceptance rate" in proc.stdout
     table = pq.read_table(out)
     assert table.schema.names == RESULT_SCHEMA.names
@@ -52,18 +51,3 @@ def test_generate_end_to_end_through_the_console_script(tmp_path):
         (2, "empty", "validate"), (3, "long", "tokenize")]
     assert "exceeds the model length 256" in quarantined.column("reason")[1].as_py()
     assert "2 completed" in proc.stdout and "2 quarantined" in proc.stderr
-
-
-def test_generate_without_pipeline(no_pipeline_env, tmp_path, default_model_dir):
-    from specdec.models import specdec_home
-
-    shard = write_shard(tmp_path / "prompts.parquet", [{"id": "a", "prompt": "Say hello."},
-                                                       {"id": "b", "prompt": "Count to three."}])
-    out = tmp_path / "out.parquet"
-    env = {**no_pipeline_env, "SPECDEC_HOME": str(specdec_home()), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    done = specdec(env, tmp_path, "generate", "--input", str(shard), "--output", str(out),
-                   "--max-tokens", "8", "--method", "none", timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    table = pq.read_table(out)
-    assert table.num_rows == 2
-    assert sorted(table.column("id").to_pylist()) == ["a", "b"]

@@ -20,10 +20,9 @@ GREEDY = SamplingOptions(temperature=0.0)
 
 
 @pytest.fixture(scope="module")
-def requests(engine_factory, humaneval_rows):
-    tok = engine_factory("none").tokenizer
+def requests(tokenizer, humaneval_rows):
     assert len(humaneval_rows) >= 16
-    return [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows]
+    return [GenerationRequest(r["id"], tuple(tokenizer.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows]
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +32,10 @@ def plain(engine_factory, requests):
 
 @pytest.fixture(scope="module")
 def speculative(engine_factory, requests):
-    # fresh: the counters reconciled below are read from vLLM's registry, which only follows
-    # the newest engine (a shared one may have been started by an earlier test module)
-    engine = engine_factory("specdec", k_max=K_MAX, fresh=True)
+    # newest: the counters reconciled below are read from vLLM's registry, which only follows
+    # the newest engine (a shared one may have been started before others); this fixture
+    # comes before `plain` in the first test's arguments, so a shared one can be kept
+    engine = engine_factory("specdec", k_max=K_MAX, newest=True)
     before = engine.counters()
     results = engine.generate(requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
@@ -43,7 +43,7 @@ def speculative(engine_factory, requests):
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
-def test_greedy_output_identical_to_no_speculation(method, engine_factory, requests, plain, speculative):
+def test_greedy_output_identical_to_no_speculation(method, engine_factory, requests, speculative, plain):
     if method == "specdec":
         results, _, _ = speculative
     else:

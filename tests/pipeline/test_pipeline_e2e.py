@@ -90,8 +90,9 @@ def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(w
     env, worker_log, worker_proc = worker
     rows = humaneval_rows(limit=22)
     write_shard(tmp_path / "src/he-000.parquet", rows[:4])
-    # longer completions: the kill and the cancel must land while these shards generate
-    write_shard(tmp_path / "src/he-001.parquet", [{**r, "max_tokens": 128} for r in rows[4:10]])
+    # The kill lands in he-001 whatever its length (its engine is held, see below); the
+    # cancel must land while he-002 generates: longer completions there.
+    write_shard(tmp_path / "src/he-001.parquet", [{**r, "max_tokens": 32} for r in rows[4:10]])
     write_shard(tmp_path / "src/he-002.parquet", [{**r, "max_tokens": 128} for r in rows[10:]])
     db, staging = tmp_path / "r.duckdb", tmp_path / "staging"
     kill_flow_process_in_second_shard(env, tmp_path, db, staging)
