@@ -28,6 +28,21 @@ def switched_off(env: str, log: logging.Logger, what: str) -> bool:
     return True
 
 
+class InstallOnce:
+    """Whether a fix's `register()` should go on: only on its first call in a process
+    (vLLM may call plugins more than once) and only when its opt-out `env` is not 1."""
+
+    def __init__(self, env: str, log: logging.Logger, what: str) -> None:
+        self.env, self.log, self.what = env, log, what
+        self.decided = False
+
+    def first_call(self) -> bool:
+        if self.decided:
+            return False
+        self.decided = True
+        return not switched_off(self.env, self.log, self.what)
+
+
 def on_cpu_platform() -> bool:
     try:
         from vllm.platforms import current_platform

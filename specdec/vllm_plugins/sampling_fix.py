@@ -22,7 +22,7 @@ import torch
 
 from specdec.vllm_plugins import topk_fix
 from specdec.vllm_plugins.patching import on_cpu_platform as _on_cpu_platform
-from specdec.vllm_plugins.patching import rebind, switched_off, vllm_function
+from specdec.vllm_plugins.patching import InstallOnce, rebind, vllm_function
 
 DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
 _DEFECT_MODULE = "vllm.utils.cpu_triton_utils"
@@ -32,7 +32,7 @@ _DEFECT_ATTR = "_expand_kernel_impl"
 # and worker processes; a child of it makes our INFO line show up there.
 log = logging.getLogger("vllm.specdec.sampling_fix")
 
-_decided = False
+_once = InstallOnce(DISABLE_ENV, log, "sampling fix")
 
 
 def expand_kernel_impl(
@@ -122,11 +122,7 @@ def register_expand_fix() -> None:
     Idempotent; a no-op on non-CPU platforms, when the function is absent or already
     correct, and when SPECDEC_DISABLE_SAMPLING_FIX=1.
     """
-    global _decided
-    if _decided:
-        return
-    _decided = True  # vLLM may call plugins more than once per process; decide once
-    if switched_off(DISABLE_ENV, log, "sampling fix"):
+    if not _once.first_call():
         return
     original = _defective_original()
     if original is None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import on_cpu_platform, switched_off
+from specdec.vllm_plugins.patching import InstallOnce, on_cpu_platform
 
 DISABLE_ENV = "SPECDEC_DISABLE_SEEDED_CHUNK_FIX"
 _RUNNER_MODULE = "vllm.v1.worker.cpu_model_runner"
@@ -48,7 +48,7 @@ OFFSET_PER_STEP = 4
 
 log = logging.getLogger("vllm.specdec.seeded_chunk_fix")  # child of "vllm": see sampling_fix
 
-_decided = False
+_once = InstallOnce(DISABLE_ENV, log, "seeded chunked-prefill fix")
 
 
 class RewindableGenerator(torch.Generator):
@@ -145,11 +145,7 @@ def register() -> None:
     CPU platform, where torch's CPU generator has offsets, where vLLM's classes are not as
     expected, and when SPECDEC_DISABLE_SEEDED_CHUNK_FIX=1.
     """
-    global _decided
-    if _decided:
-        return
-    _decided = True  # vLLM may call plugins more than once per process; decide once
-    if switched_off(DISABLE_ENV, log, "seeded chunked-prefill fix"):
+    if not _once.first_call():
         return
     if not on_cpu_platform() or not cpu_offsets_unsupported():
         return

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import rebind, switched_off, vllm_function
+from specdec.vllm_plugins.patching import InstallOnce, rebind, vllm_function
 
 DISABLE_ENV = "SPECDEC_DISABLE_TOPK_FIX"
 _DEFECT_MODULE = "vllm.v1.sample.ops.topk_topp_sampler"
@@ -31,7 +31,7 @@ _DEFECT_ATTR = "apply_top_k_only"
 
 log = logging.getLogger("vllm.specdec.topk_fix")  # child of "vllm": see sampling_fix
 
-_decided = False
+_once = InstallOnce(DISABLE_ENV, log, "top-k fix")
 
 
 def apply_top_k_only(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -81,11 +81,7 @@ def register() -> None:
     Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op when the
     function is absent or already correct, and when SPECDEC_DISABLE_TOPK_FIX=1.
     """
-    global _decided
-    if _decided:
-        return
-    _decided = True  # vLLM may call plugins more than once per process; decide once
-    if switched_off(DISABLE_ENV, log, "top-k fix"):
+    if not _once.first_call():
         return
     original = _defective_original()
     if original is None:

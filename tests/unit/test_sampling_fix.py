@@ -137,14 +137,14 @@ def _fail(*args, **kwargs):
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(sampling_fix, "_decided", False)
+    monkeypatch.setattr(sampling_fix._once, "decided", False)
     monkeypatch.setenv(sampling_fix.DISABLE_ENV, "1")
     monkeypatch.setattr(sampling_fix, "_defective_original", _fail)
     sampling_fix.register()
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
-    monkeypatch.setattr(sampling_fix, "_decided", False)
+    monkeypatch.setattr(sampling_fix._once, "decided", False)
     monkeypatch.delenv(sampling_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(sampling_fix, "_on_cpu_platform", lambda: False)
     monkeypatch.setattr(sampling_fix, "rebind", _fail)

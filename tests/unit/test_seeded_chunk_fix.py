@@ -155,7 +155,7 @@ def _fail(*args, **kwargs):
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(seeded_chunk_fix, "_decided", False)
+    monkeypatch.setattr(seeded_chunk_fix._once, "decided", False)
     monkeypatch.setenv(seeded_chunk_fix.DISABLE_ENV, "1")
     monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", _fail)
     monkeypatch.setattr(seeded_chunk_fix, "_targets", _fail)
@@ -163,7 +163,7 @@ def test_opt_out_env_skips_patching(monkeypatch) -> None:
 
 
 def test_other_platforms_are_left_alone(monkeypatch) -> None:
-    monkeypatch.setattr(seeded_chunk_fix, "_decided", False)
+    monkeypatch.setattr(seeded_chunk_fix._once, "decided", False)
     monkeypatch.delenv(seeded_chunk_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", lambda: False)
     monkeypatch.setattr(seeded_chunk_fix, "_targets", _fail)

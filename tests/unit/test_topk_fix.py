@@ -93,7 +93,7 @@ from vllm.v1.sample.metadata import SamplingMetadata
 from specdec.vllm_plugins import sampling_fix, topk_fix
 sampling_fix.register()  # the plugin entry point installs the top-k fix too
 topk_fix.register()
-assert topk_fix._decided
+assert topk_fix._once.decided
 assert topk_topp_sampler.apply_top_k_only is topk_fix.apply_top_k_only
 # What the rejection sampler does on a step without drafts: top-k only, no draft tokens.
 empty = topk_topp_sampler.apply_top_k_top_p(torch.empty(0, 16), torch.empty(0, dtype=torch.int32), None)
@@ -117,7 +117,7 @@ def _fail(*args, **kwargs):
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(topk_fix, "_decided", False)
+    monkeypatch.setattr(topk_fix._once, "decided", False)
     monkeypatch.setenv(topk_fix.DISABLE_ENV, "1")
     monkeypatch.setattr(topk_fix, "_defective_original", _fail)
     topk_fix.register()
@@ -125,7 +125,7 @@ def test_opt_out_env_skips_patching(monkeypatch) -> None:
 
 def test_correct_function_is_left_alone(monkeypatch) -> None:
     module = pytest.importorskip(topk_fix._DEFECT_MODULE)
-    monkeypatch.setattr(topk_fix, "_decided", False)
+    monkeypatch.setattr(topk_fix._once, "decided", False)
     monkeypatch.delenv(topk_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(module, topk_fix._DEFECT_ATTR, lambda logits, k: reference_fixed(logits, k))
     monkeypatch.setattr(topk_fix, "rebind", _fail)
