@@ -15,6 +15,7 @@ import torch
 from specdec.vllm_plugins import recovered_draws_fix
 from specdec.vllm_plugins.recovered_draws_fix import recovery_noise
 from support import REPO
+from support.plugin_switches import register_afresh
 
 VOCAB = 49152  # the default model's: enough draws per row to pin their mean and spread
 
@@ -103,21 +104,10 @@ def test_seeded_requests_recover_exactly_vllms_tokens_and_register_installs_it()
     assert proc.returncode == 0 and "SAME-AS-VLLM-OK" in proc.stdout, proc.stderr[-3000:]
 
 
-def _fail(*args, **kwargs):
-    raise AssertionError("must not be called")
-
-
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(recovered_draws_fix._once, "decided", False)
-    monkeypatch.setenv(recovered_draws_fix.DISABLE_ENV, "1")
-    monkeypatch.setattr(recovered_draws_fix, "rebind", _fail)
-    recovered_draws_fix.register()
-    assert recovered_draws_fix._once.decided
+    register_afresh(monkeypatch, recovered_draws_fix, switched_off=True, never_called=["on_cpu_platform", "rebind"])
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
-    monkeypatch.setattr(recovered_draws_fix._once, "decided", False)
-    monkeypatch.delenv(recovered_draws_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(recovered_draws_fix, "on_cpu_platform", lambda: False)
-    monkeypatch.setattr(recovered_draws_fix, "rebind", _fail)
-    recovered_draws_fix.register()
+    register_afresh(monkeypatch, recovered_draws_fix, switched_off=False, never_called=["vllm_function", "rebind"])

@@ -18,6 +18,7 @@ import torch
 from specdec.vllm_plugins import sampling_fix
 from specdec.vllm_plugins.sampling_fix import expand_kernel_impl
 from support import REPO
+from support.plugin_switches import register_afresh
 
 
 def reference_expand(values: list, counts: list[int], replace_from, replace_to, max_tokens):
@@ -132,21 +133,11 @@ def test_register_patches_vllm_and_is_idempotent() -> None:
     assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
 
 
-def _fail(*args, **kwargs):
-    raise AssertionError("must not be called")
-
-
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(sampling_fix._once, "decided", False)
-    monkeypatch.setenv(sampling_fix.DISABLE_ENV, "1")
-    monkeypatch.setattr(sampling_fix, "_defective_original", _fail)
-    sampling_fix.register()
+    register_afresh(monkeypatch, sampling_fix, switched_off=True, never_called=["_defective_original"])
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
-    monkeypatch.setattr(sampling_fix._once, "decided", False)
-    monkeypatch.delenv(sampling_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(sampling_fix, "_on_cpu_platform", lambda: False)
-    monkeypatch.setattr(sampling_fix, "rebind", _fail)
-    sampling_fix.register()
+    register_afresh(monkeypatch, sampling_fix, switched_off=False, never_called=["rebind"])
     assert sampling_fix._defective_original() is None

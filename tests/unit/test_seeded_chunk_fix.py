@@ -15,6 +15,7 @@ import torch
 from specdec.vllm_plugins import seeded_chunk_fix
 from specdec.vllm_plugins.seeded_chunk_fix import RewindableGenerator
 from support import REPO
+from support.plugin_switches import register_afresh
 
 VOCAB = 1000
 
@@ -150,21 +151,10 @@ def test_register_patches_the_cpu_runner_per_switch(disabled: bool) -> None:
         assert "PATCHED" in proc.stdout.split() and "REWIND-OK" in proc.stdout, proc.stdout
 
 
-def _fail(*args, **kwargs):
-    raise AssertionError("must not be called")
-
-
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(seeded_chunk_fix._once, "decided", False)
-    monkeypatch.setenv(seeded_chunk_fix.DISABLE_ENV, "1")
-    monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", _fail)
-    monkeypatch.setattr(seeded_chunk_fix, "_targets", _fail)
-    seeded_chunk_fix.register()
+    register_afresh(monkeypatch, seeded_chunk_fix, switched_off=True, never_called=["on_cpu_platform", "_targets"])
 
 
 def test_other_platforms_are_left_alone(monkeypatch) -> None:
-    monkeypatch.setattr(seeded_chunk_fix._once, "decided", False)
-    monkeypatch.delenv(seeded_chunk_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", lambda: False)
-    monkeypatch.setattr(seeded_chunk_fix, "_targets", _fail)
-    seeded_chunk_fix.register()
+    register_afresh(monkeypatch, seeded_chunk_fix, switched_off=False, never_called=["_targets"])

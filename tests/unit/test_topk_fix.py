@@ -15,6 +15,7 @@ import torch
 from specdec.vllm_plugins import sampling_fix, topk_fix
 from specdec.vllm_plugins.topk_fix import apply_top_k_only
 from support import REPO
+from support.plugin_switches import register_afresh
 
 INF = float("inf")
 
@@ -112,24 +113,14 @@ def test_register_patches_vllm_and_is_idempotent() -> None:
     assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
 
 
-def _fail(*args, **kwargs):
-    raise AssertionError("must not be called")
-
-
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    monkeypatch.setattr(topk_fix._once, "decided", False)
-    monkeypatch.setenv(topk_fix.DISABLE_ENV, "1")
-    monkeypatch.setattr(topk_fix, "_defective_original", _fail)
-    topk_fix.register()
+    register_afresh(monkeypatch, topk_fix, switched_off=True, never_called=["_defective_original"])
 
 
 def test_correct_function_is_left_alone(monkeypatch) -> None:
     module = pytest.importorskip(topk_fix._DEFECT_MODULE)
-    monkeypatch.setattr(topk_fix._once, "decided", False)
-    monkeypatch.delenv(topk_fix.DISABLE_ENV, raising=False)
     monkeypatch.setattr(module, topk_fix._DEFECT_ATTR, lambda logits, k: reference_fixed(logits, k))
-    monkeypatch.setattr(topk_fix, "rebind", _fail)
-    topk_fix.register()
+    register_afresh(monkeypatch, topk_fix, switched_off=False, never_called=["rebind"])
 
 
 def reference_fixed(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
