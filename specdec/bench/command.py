@@ -28,7 +28,7 @@ from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
 from specdec.engine_cache import engine_configs
 from specdec.params import GenerationParams
-from specdec.prompts import tokenize_rows
+from specdec.prompts import reject_greedy_samples, tokenize_rows
 
 # Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
 # seed, samples) is the workload's: greedy by default.
@@ -101,9 +101,10 @@ def run(args: argparse.Namespace) -> int:
         elif args.engine == "replay":
             records += _replay(tokenized, ks, dataset, engine_cfg, params, args)
         else:
-            requests, _ = tokenized
+            requests, _, row_samples = tokenized
             num_measured = len(requests) - warm_prompts  # the warm prompts come after the measured ones
-            records += _vllm(requests[:num_measured], requests[num_measured:], ks, dataset, engine_cfg, params, args)
+            records += _vllm(requests[:num_measured], requests[num_measured:], ks, dataset, engine_cfg, params, args,
+                             row_samples)
     _outputs(records, args)
     return 0
 
@@ -118,26 +119,33 @@ def parse_ks(text: str) -> list[int]:
 
 
 def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str):
-    """Requests for the rows that fit (the same tokenize policy as generate); the others are
+    """(requests, tokenizer, row samples): one request for each row that fits (the same
+    tokenize policy as generate; a sampled workload expands rows into samples per epoch,
+    `sampled_requests`), and the (id, samples) of the rows with a `samples` of their own; the
+    other rows, and those asking for several greedy samples (as generate rejects them), are
     reported and left out."""
     from transformers import AutoTokenizer
 
     from specdec.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(params.model))
-    requests, left_out = tokenize_rows(rows, tokenizer, params.max_tokens, engine_cfg.max_model_len, dataset,
+    rows, greedy_samples = reject_greedy_samples(rows, params.temperature, dataset)
+    row_samples = tuple((r.id, r.samples) for r in rows if r.samples is not None)
+    one_each = [dataclasses.replace(r, samples=None) for r in rows]
+    requests, left_out = tokenize_rows(one_each, tokenizer, params.max_tokens, engine_cfg.max_model_len, dataset,
                                        params.prompt_format)
+    left_out = greedy_samples + left_out
     if left_out:
         print(f"{dataset}: {len(left_out)} row(s) left out:")
         for row in left_out[:10]:
             print(f"  {row.reason}")
-    return requests, tokenizer
+    return requests, tokenizer, row_samples
 
 
 def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
     from specdec.bench.replay_bench import builtin_methods, render_replay_table, run_replay
 
-    requests, tokenizer = tokenized
+    requests, tokenizer, row_samples = tokenized
     available = builtin_methods(params.drafter)
     print(f"specdec methods draft with the {params.drafter} drafter")
     names = _method_names(args.methods, list(available), allowed=set(available) | {"none", "suffix"})
@@ -148,7 +156,7 @@ def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) 
     if warm and args.epochs > 1:  # it starts from its own 2-fold cache, not from earlier epochs
         print(f"{', '.join(warm)}: left out: no epochs with a 2-fold cache")
         names = [n for n in names if n not in warm]
-    epochs = _reference(requests, tokenizer, engine_cfg, params, args.epochs)
+    epochs = _reference(requests, tokenizer, engine_cfg, params, args.epochs, row_samples)
     reference, earlier = epochs[-1], epochs[:-1]
     workload = workload_of(params, args.epochs)
     records = []
@@ -169,16 +177,19 @@ def workload_of(params: GenerationParams, epochs: int):
     return Workload(params.temperature, params.samples, epochs)
 
 
-def sampled_workload(params: GenerationParams):
-    """The sampled workload the options ask for; None for greedy."""
+def sampled_workload(params: GenerationParams, row_samples: tuple[tuple[str, int], ...] = ()):
+    """The sampled workload the options ask for (`row_samples`: the rows' own, see
+    `_tokenize`); None for greedy."""
     from specdec.bench.reference import SampledWorkload
 
     if params.temperature == 0:
         return None
-    return SampledWorkload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0)
+    return SampledWorkload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
+                           row_samples)
 
 
-def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: GenerationParams, epochs: int = 1) -> list:
+def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: GenerationParams, epochs: int = 1,
+               row_samples: tuple[tuple[str, int], ...] = ()) -> list:
     """Every epoch's replay requests, epoch 1 first: the greedy reference (the same for every
     epoch, ids made unique per epoch) or each epoch's sampled one."""
     from specdec.bench.reference import greedy_reference, replay_id, sampled_reference
@@ -186,7 +197,7 @@ def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: Generation
 
     # The reference has no batch size to respect: generate it 64 at a time.
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
-    workload = sampled_workload(params)
+    workload = sampled_workload(params, row_samples)
     if workload is None:
         greedy = greedy_reference(requests, cfg, resolve_model(params.model), tokenizer.eos_token_id)
         if epochs == 1:
@@ -201,8 +212,8 @@ def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: Generatio
     from specdec.bench.projection import draft_cost_figure, project, projected_methods, specdec_drafter
     from specdec.bench.projection_report import render_projection_table
 
-    requests, tokenizer = tokenized
-    epochs = _reference(requests, tokenizer, engine_cfg, params, args.epochs)
+    requests, tokenizer, row_samples = tokenized
+    epochs = _reference(requests, tokenizer, engine_cfg, params, args.epochs, row_samples)
     reference, earlier = epochs[-1], epochs[:-1]
     warmup: list = []
     if args.check_engine:  # the engines warm up on the last two prompts; both sides measure the others
@@ -264,7 +275,8 @@ def _batch_sizes(args) -> list[int]:
     return [int(b) for b in args.batch_sizes.split(",")]
 
 
-def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
+def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams, args,
+          row_samples: tuple[tuple[str, int], ...] = ()) -> list:
     from specdec.bench import engine_memory
     from specdec.bench.throughput import DEFAULT_METHODS, GREEDY, engine_methods, run_rounds
     from specdec.bench.step_breakdown import render_breakdown
@@ -285,7 +297,7 @@ def _vllm(requests, warm_from, ks, dataset, engine_cfg, params: GenerationParams
     batch_sizes = _batch_sizes(args)
     variants = _spin_count_variants(names, args.gomp_spin_counts)
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
-    sampled = sampled_workload(params)
+    sampled = sampled_workload(params, row_samples)
     epochs = _engine_epochs(measured, sampled, args.epochs)
     measured = epochs[-1]
     if len(measured) < max(batch_sizes):

@@ -45,12 +45,19 @@ class SampledWorkload:
     top_p: float = 1.0
     top_k: int = 0
     seed: int = 0
+    # (row id, samples) of the rows that ask for their own (a Parquet `samples` column),
+    # which wins over `samples` as it does in the pipeline.
+    row_samples: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.temperature <= 0:
             raise ValueError(f"a sampled reference needs temperature > 0, not {self.temperature}")
-        if self.samples < 1:
-            raise ValueError(f"samples must be at least 1, not {self.samples}")
+        if self.samples < 1 or any(n < 1 for _, n in self.row_samples):
+            raise ValueError(f"samples must be at least 1, not {self.samples} (rows: {self.row_samples})")
+
+    def samples_of(self, row_id: str) -> int:
+        """How many samples row `row_id` gets: its own, else the workload's."""
+        return dict(self.row_samples).get(row_id, self.samples)
 
     @property
     def sampling(self) -> SamplingOptions:
@@ -68,15 +75,15 @@ def epoch_seed(seed: int, epoch: int) -> int:
 def sampled_requests(
     requests: Sequence[GenerationRequest], workload: SampledWorkload, epoch: int
 ) -> list[GenerationRequest]:
-    """Every row as `workload.samples` requests (ids unchanged, sample 0..S-1), each with its
-    seed for this epoch; a row's samples are next to each other."""
+    """Every row (one request each) as `workload.samples_of(row)` requests (ids unchanged,
+    sample 0..S-1), each with its seed for this epoch; a row's samples are next to each other."""
     from specdec.sampling_seeds import sample_seed
 
     base = epoch_seed(workload.seed, epoch)
     return [
         GenerationRequest(r.id, r.prompt_token_ids, r.max_tokens, sample=s, seed=sample_seed(base, r.id, s))
         for r in requests
-        for s in range(workload.samples)
+        for s in range(workload.samples_of(r.id))
     ]
 
 

@@ -132,7 +132,7 @@ def test_parse_ks():
 def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, capsys):
     from specdec.cli import main
 
-    monkeypatch.setattr(command, "_reference", lambda requests, tokenizer, engine_cfg, params, epochs: [synthetic(6)])
+    monkeypatch.setattr(command, "_reference", lambda requests, tokenizer, engine_cfg, params, epochs, row_samples=(): [synthetic(6)])
     cost_file = tmp_path / "slow-gpu.json"
     cost_file.write_text(json.dumps({"per_kv_token_s": 1e-7, "per_token_s": 1e-4, "fixed_s": 0.01, "per_step_overhead_s": 0.002}))
     out = tmp_path / "bench.json"

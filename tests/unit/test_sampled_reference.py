@@ -4,6 +4,7 @@ projection and the real-engine rounds (only the last epoch measured), and the re
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,9 +180,9 @@ def test_bench_options_reach_the_reference_and_the_records(tmp_path, monkeypatch
 
     asked = {}
 
-    def fake_reference(requests, tokenizer, engine_cfg, params, epochs):
+    def fake_reference(requests, tokenizer, engine_cfg, params, epochs, row_samples=()):
         asked.update(temperature=params.temperature, samples=params.samples, top_p=params.top_p, epochs=epochs,
-                     workload=command.sampled_workload(params))
+                     workload=command.sampled_workload(params, row_samples))
         return copying_epochs(epochs, n=6)
 
     monkeypatch.setattr(command, "_reference", fake_reference)
@@ -204,6 +205,52 @@ def test_bench_options_reach_the_reference_and_the_records(tmp_path, monkeypatch
     assert "--epochs must be at least 1" in capsys.readouterr().err
     assert main(["bench", "--engine", "replay", "--input", "humaneval", "--limit", "2", "--samples", "2"]) == 2
     assert "temperature" in capsys.readouterr().err  # greedy samples would all be the same
+
+
+def test_a_rows_own_samples_win_over_the_workloads():
+    workload = dataclasses.replace(WORKLOAD, row_samples=(("p1", 2), ("p2", 1)))
+    requests = sampled_requests(ROWS, workload, 1)
+    assert [(r.id, r.sample) for r in requests] == [("p0", s) for s in range(4)] + [("p1", 0), ("p1", 1), ("p2", 0)]
+    assert [r.seed for r in requests] == [sample_seed(7, r.id, r.sample) for r in requests]
+    assert workload.samples_of("p1") == 2 and workload.samples_of("other") == 4
+    with pytest.raises(ValueError):
+        dataclasses.replace(WORKLOAD, row_samples=(("p1", 0),))
+    # the reference cache tells the two workloads apart: their requests differ
+    assert reference_path(Path("m"), requests, LOOKAHEAD, workload) != reference_path(
+        Path("m"), sampled_requests(ROWS, WORKLOAD, 1), LOOKAHEAD, WORKLOAD)
+
+
+def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeypatch, capsys):
+    from specdec.cli import main
+    from support.shards import write_shard
+
+    shard = write_shard(tmp_path / "prompts" / "rows.parquet", [
+        {"id": "own", "prompt": "def add(a, b):", "samples": 3},
+        {"id": "run", "prompt": "def sub(a, b):", "samples": None},
+        {"id": "other", "prompt": "def mul(a, b):", "samples": None},
+    ])
+    asked = {}
+
+    def fake_reference(requests, tokenizer, engine_cfg, params, epochs, row_samples=()):
+        workload = command.sampled_workload(params, row_samples)
+        asked.update(rows=[r.id for r in requests], workload=workload)
+        if workload is None:
+            return [[ReplayRequest(r.id, r.prompt_token_ids, [1, 2, 3], 3, frozenset()) for r in requests]]
+        return [[ReplayRequest(replay_id(r.id, r.sample), r.prompt_token_ids, [1, 2, 3], 3, frozenset())
+                 for r in sampled_requests(requests, workload, 1)]]
+
+    monkeypatch.setattr(command, "_reference", fake_reference)
+    argv = ["bench", "--engine", "replay", "--input", str(shard), "--k", "2", "--methods", "none"]
+    assert main(argv + ["--temperature", "0.8", "--samples", "2", "--json", str(tmp_path / "b.json")]) == 0
+    # one request per row reaches the reference; the row's own samples travel in the workload
+    assert asked["rows"] == ["own", "run", "other"]
+    assert asked["workload"].row_samples == (("own", 3),)
+    assert json.loads((tmp_path / "b.json").read_text())[0]["num_requests"] == 3 + 2 + 2
+    # greedy: a row asking for several samples is left out, named, as generate rejects it
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert asked["rows"] == ["run", "other"] and asked["workload"] is None
+    assert "row 0 (id='own'): samples=3 with temperature=0" in capsys.readouterr().out
 
 
 def test_plots_name_the_workload():
