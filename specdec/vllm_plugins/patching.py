@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -28,13 +29,15 @@ def switched_off(env: str, log: logging.Logger, what: str) -> bool:
     return True
 
 
+@dataclasses.dataclass
 class InstallOnce:
     """Whether a fix's `register()` should go on: only on its first call in a process
     (vLLM may call plugins more than once) and only when its opt-out `env` is not 1."""
 
-    def __init__(self, env: str, log: logging.Logger, what: str) -> None:
-        self.env, self.log, self.what = env, log, what
-        self.decided = False
+    env: str
+    log: logging.Logger
+    what: str
+    decided: bool = False
 
     def first_call(self) -> bool:
         if self.decided:
