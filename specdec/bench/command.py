@@ -41,7 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=None,
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16", help="vllm engine, and replay with --cost")
+    p.add_argument("--batch-sizes", default="1,16",
+                   help="vllm engine: requests run in groups of this size, each group to its end; replay with "
+                        "--cost: up to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
     p.add_argument("--cost", action="append", default=None,
                    help="replay: price batched steps with this step-time model: "
