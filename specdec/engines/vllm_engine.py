@@ -108,7 +108,7 @@ class VllmEngine:
             self.llm.collective_rpc(step_profile.start_recording)
 
     def rebind(self, spec: SpecConfig) -> None:
-        """Draft with `spec` from the next call on, without a restart (about a minute on two
+        """Draft with `spec` from the next call on, without a restart (tens of seconds on two
         cores): the worker's drafter starts cold from `spec` (its cache file read anew) and,
         with a budget, loads that budget's calibration. specdec only, within the K this engine
         started with, since vLLM fixes K at start-up; smaller ceilings draft fewer tokens."""

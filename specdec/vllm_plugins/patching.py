@@ -21,18 +21,11 @@ def vllm_function(module_name: str, attr: str, replacement: Callable[..., Any]) 
     return None if original is None or original is replacement else original
 
 
-def switched_off(env: str, log: logging.Logger, what: str) -> bool:
-    """True (and says so) where the user turned a fix off with `env=1`."""
-    if os.environ.get(env, "") != "1":
-        return False
-    log.info("specdec %s disabled by %s=1", what, env)
-    return True
-
-
 @dataclasses.dataclass
 class InstallOnce:
     """Whether a fix's `register()` should go on: only on its first call in a process
-    (vLLM may call plugins more than once) and only when its opt-out `env` is not 1."""
+    (vLLM may call plugins more than once) and only when its opt-out `env` is not 1 (said
+    in the log when it is)."""
 
     env: str
     log: logging.Logger
@@ -43,7 +36,10 @@ class InstallOnce:
         if self.decided:
             return False
         self.decided = True
-        return not switched_off(self.env, self.log, self.what)
+        if os.environ.get(self.env, "") != "1":
+            return True
+        self.log.info("specdec %s disabled by %s=1", self.what, self.env)
+        return False
 
 
 def on_cpu_platform() -> bool:
