@@ -1,7 +1,9 @@
 """The layering contract: the core package specdec/ never reaches the pipeline (flows/, tasks/)
 nor its packages (prefect, duckdb), neither by an import statement nor through a module name
 in a string (importlib.import_module, __import__, find_spec, pkgutil, or any dotted path).
-The pipeline joins the core's CLI through the entry-point group `specdec.commands` instead."""
+The pipeline joins the core's CLI through the entry-point group `specdec.commands` instead.
+Above the core, each top-level package imports only the layers below it (the import graph of
+tests/support/import_graph.py): tasks/ never imports flows/."""
 
 from __future__ import annotations
 
@@ -11,8 +13,18 @@ import re
 import pytest
 
 from support import REPO
+from support.import_graph import build
 
 CORE = REPO / "specdec"
+# Top-level package -> the product packages it may import: the core none, the pipeline's tasks
+# and I/O the core, the flows both; the bench builds on the core; lab equipment on anything.
+MAY_IMPORT = {
+    "specdec": set(),
+    "tasks": {"specdec"},
+    "flows": {"specdec", "tasks"},
+    "bench": {"specdec"},
+    "lab": {"specdec", "tasks", "flows", "bench"},
+}
 FORBIDDEN = ("flows", "tasks", "prefect", "duckdb")
 # Calls that take a module name: a forbidden name anywhere in their arguments is a hit.
 IMPORT_CALLS = {"import_module", "__import__", "find_spec", "find_loader", "resolve_name",
@@ -67,6 +79,16 @@ def test_core_never_reaches_the_pipeline():
     hits = [hit for path in files
             for hit in layering_violations(path.read_text(encoding="utf-8"), str(path.relative_to(CORE.parent)))]
     assert not hits, "specdec/ must not reach flows/, tasks/, prefect or duckdb:\n" + "\n".join(hits)
+
+
+def test_each_top_level_package_imports_only_the_layers_below_it():
+    graph = build()
+    assert {m.split(".")[0] for m in graph.modules} <= set(MAY_IMPORT), "a new top-level package: give it a layer"
+    hits = [f"{e.where}: {e.source} imports {e.target}" for e in graph.edges
+            if e.target.split(".")[0] != e.source.split(".")[0]
+            and e.target.split(".")[0] not in MAY_IMPORT[e.source.split(".")[0]]]
+    assert not hits, "imports against the layering (" + ", ".join(
+        f"{k} -> {sorted(v) or 'nothing'}" for k, v in MAY_IMPORT.items()) + "):\n" + "\n".join(hits)
 
 
 BAD = '''\
