@@ -19,7 +19,7 @@ demo: setup
 
 # docs/reference.md is generated from the code (tests/unit/test_reference_docs.py checks it).
 docs: setup
-	$(PY) -m tasks.reference > docs/reference.md.tmp && mv docs/reference.md.tmp docs/reference.md
+	$(PY) -m flows.reference > docs/reference.md.tmp && mv docs/reference.md.tmp docs/reference.md
 
 clean:
 	rm -rf $(VENV) out

@@ -22,7 +22,7 @@ from flows.params import FlowParams
 from flows.shard_run import RunContext, process_shards, summary, worker_name
 from specdec.engine_cache import closing_on_interrupt
 from tasks import prefect_tasks as t
-from tasks.shards import ShardRef
+from tasks.prompt_shards import ShardRef
 
 SHARD_FLOW = "speculative-generation-shards"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from tasks.artifacts import publish_run_artifacts
+from tasks.prefect_artifacts import publish_run_artifacts
 from flows.params import FlowParams
 from flows.shard_run import RunContext, process_shards, summary
 from flows.signature import takes_model_fields

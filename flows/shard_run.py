@@ -16,7 +16,7 @@ from prefect.runtime import flow_run
 from flows.params import FlowParams
 from specdec.generate import Generation
 from tasks import prefect_tasks as t
-from tasks.shards import LoadedShard, ShardInputError, ShardRef
+from tasks.prompt_shards import LoadedShard, ShardInputError, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
 
 

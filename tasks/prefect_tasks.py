@@ -15,10 +15,10 @@ from specdec.generate import Generation, generate_rows
 from specdec.params import GenerationParams
 from specdec.prompts import InputError
 from tasks import ingest as ingest_mod
-from tasks import shards as shards_mod
+from tasks import prompt_shards
 from tasks.db import DatabaseLockedError
 from tasks.ingest import IngestError
-from tasks.shards import LoadedShard, ShardRef
+from tasks.prompt_shards import LoadedShard, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
 from tasks.storage import S3Options
 
@@ -44,14 +44,14 @@ IO_RETRIES: dict[str, Any] = {
 
 @task(name="list-shards", **IO_RETRIES)
 def list_shards(source: str, shard_glob: str, s3: S3Options) -> list[ShardRef]:
-    refs = shards_mod.list_shards(source, shard_glob, s3)
+    refs = prompt_shards.list_shards(source, shard_glob, s3)
     get_run_logger().info("%d shard(s) under %s matching %r", len(refs), source, shard_glob)
     return refs
 
 
 @task(name="read-shard", task_run_name="read {ref.shard_id}", **IO_RETRIES)
 def read_shard(ref: ShardRef, source: str, s3: S3Options) -> LoadedShard:
-    shard = shards_mod.read_shard(ref, source, s3)
+    shard = prompt_shards.read_shard(ref, source, s3)
     logger = get_run_logger()
     logger.info("shard %s: %d valid row(s), %d rejected, read in %.2f s",
                 ref.shard_id, len(shard.rows), len(shard.rejected), shard.read_s)

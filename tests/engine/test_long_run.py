@@ -5,7 +5,7 @@ cross-request cache's tokens, sequences and nodes, the step-time samples) stay w
 bounds, the cache at its bound once it is full. One engine start (a specdec engine,
 the default compiled drafter, with a small cache bound; the Python drafter's structures:
 tests/unit/test_controller_replay.py).
-The memory figure over 200 shards comes from a command: python -m flows.memory_bench."""
+The memory figure over 200 shards comes from a command: python -m lab.memory_bench."""
 
 from __future__ import annotations
 

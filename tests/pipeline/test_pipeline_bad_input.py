@@ -24,9 +24,9 @@ from support.db import query
 from support.processes import assert_loopback_only
 from support.shards import PROMPT_SCHEMA, write_invalid_utf8, write_shard, write_truncated
 from tasks.ingest import ingest
-from tasks.shards import ShardInputError, ShardRef, read_shard
+from tasks.prompt_shards import ShardInputError, ShardRef, read_shard
 from tasks.staging import Staging
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from support.synthetic_staging import manifest_for, synthetic_results
 
 FULL_SCHEMA = pa.schema([("id", pa.string()), ("prompt", pa.string()), ("messages", pa.string()),
                          ("max_tokens", pa.int64())])

@@ -23,7 +23,7 @@ from tasks import storage
 from tasks.db import DatabaseLockedError
 from tasks.ingest import IngestError, ingest
 from tasks.staging import Staging
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from support.synthetic_staging import manifest_for, synthetic_results
 
 
 def stage(staging: Staging, shard_id: str, rows: int, seed: int = 0, fingerprint: str = "fp"):
@@ -102,7 +102,7 @@ def test_ingest_gives_up_on_a_lock_held_too_long_with_a_clear_error(tmp_db, stag
 
 CRASH_WHILE_STAGING = """
 import os, sys
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from tests.support.synthetic_staging import manifest_for, synthetic_results
 from tasks import storage
 from tasks.staging import Staging
 real, point = storage.write_bytes_atomically, sys.argv[2]

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from tasks.report import report, run_sql
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from support.synthetic_staging import manifest_for, synthetic_results
 from specdec.cli import main as cli_main
 from tasks.ingest import IngestError, ingest
 from tasks.staging import RunManifest, Staging

@@ -9,10 +9,10 @@ from flows.params import FlowParams
 from support.shards import write_shard
 from tasks import storage
 from tasks.ingest import ingest
-from tasks.shards import list_shards, read_shard
+from tasks.prompt_shards import list_shards, read_shard
 from tasks.staging import Staging
 from tasks.storage import S3Options
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from support.synthetic_staging import manifest_for, synthetic_results
 
 pytestmark = pytest.mark.slow  # starts the moto server
 

@@ -25,7 +25,7 @@ from support.db import describe_schema, query
 from tasks.db import connect_for_write
 from tasks.ingest import ingest
 from tasks.staging import ShardManifest, Staging, shard_key
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from support.synthetic_staging import manifest_for, synthetic_results
 
 OLD_SQL = Path(__file__).with_name("fixtures") / "sql_573b56b"
 GOLDEN = Path(__file__).with_name("golden_schema.txt")

@@ -1,4 +1,4 @@
-"""docs/reference.md is generated (tasks/reference.py): the committed file must be what the
+"""docs/reference.md is generated (flows/reference.py): the committed file must be what the
 generator writes today, so a new option, parameter, column or view cannot go undocumented."""
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ REFERENCE = REPO / "docs" / "reference.md"
 
 
 def test_committed_reference_is_up_to_date():
-    from tasks.reference import render
+    from flows.reference import render
 
     expected = render()
     committed = REFERENCE.read_text(encoding="utf-8") if REFERENCE.is_file() else ""
     if committed != expected:
         diff = "".join(list(difflib.unified_diff(
             committed.splitlines(keepends=True), expected.splitlines(keepends=True),
-            "docs/reference.md (committed)", "python -m tasks.reference (now)"))[:60])
+            "docs/reference.md (committed)", "python -m flows.reference (now)"))[:60])
         pytest.fail("docs/reference.md is out of date: run `make docs` and commit the result.\n" + diff,
                     pytrace=False)
 
 
 def test_reference_is_deterministic_and_local():
-    from tasks.reference import render
+    from flows.reference import render
 
     text = render()
     assert text == render()

@@ -1,4 +1,4 @@
-"""Synthetic staged shard results (no engine): for ingest tests and the ingest benchmark.
+"""Synthetic staged shard results (no engine): for the ingest tests and lab/ingest_bench.py.
 
 Built column-wise with numpy so a million rows take seconds, with internally consistent
 statistics (accepted <= drafted, per-position counts non-increasing).

@@ -1,6 +1,6 @@
 """Memory over a long run: many small shards through one engine in one flow run.
 
-    python -m flows.memory_bench --shards 200 --rows 4 --max-tokens 32 --cache-max-tokens 5000
+    python -m lab.memory_bench --shards 200 --rows 4 --max-tokens 32 --cache-max-tokens 5000
 
 writes `--shards` shards of `--rows` distinct prompts (ShareGPT first turns, then HumanEval),
 runs the speculative-generation flow over them in this process (Prefect's embedded server
@@ -72,7 +72,7 @@ def report(samples: dict[int, dict[str, int]], end: dict[str, int], at: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.memory_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.memory_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=200)
     parser.add_argument("--rows", type=int, default=4, help="prompts per shard")
     parser.add_argument("--at", type=int, default=20, help="first measurement after this many shards")

@@ -1,6 +1,6 @@
 """Benchmark: DuckDB ingest rows/s for a synthetic staging set (not a test).
 
-    python -m tasks.ingest_bench [--rows 1000000] [--shards 20] [--repeats 3] [--workdir DIR]
+    python -m lab.ingest_bench [--rows 1000000] [--shards 20] [--repeats 3] [--workdir DIR]
 
 Stages `rows` synthetic per-request results (the real RESULT_SCHEMA, k_max 4, ~40 output
 token ids per row) as `shards` committed shards in a local staging folder once, then times
@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from tasks.db import connect_for_write, load_sql
-from tasks.synthetic_staging import manifest_for, synthetic_results
+from tests.support.synthetic_staging import manifest_for, synthetic_results
 from tasks.ingest import ingest
 from tasks.staging import Staging
 
