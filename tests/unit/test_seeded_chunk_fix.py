@@ -1,23 +1,31 @@
-"""The rewind of seeded requests' CPU generators (specdec.vllm_plugins.seeded_chunk_fix),
-without engines: the generator, vLLM's rewind call on it, the plugin hook and its switch.
-That seeded requests with a chunked prefill complete on the real engine, with the samples of
-unchunked runs, is checked in tests/engine/test_seeded_chunk_engine.py."""
+"""The rewind of seeded requests' CPU generators (specdec.vllm_plugins.fixes.seeded_chunk),
+without engines: vLLM's own rewind still crashes on a CPU generator, the generator, vLLM's
+rewind call on it, the plugin hook and its switch. That seeded requests with a chunked
+prefill complete on the real engine, with the samples of unchunked runs, is checked in
+tests/engine/test_seeded_chunk_engine.py. Every test here fails on an untested vLLM release."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import types
 
+import numpy as np
 import pytest
 import torch
 
-from specdec.vllm_plugins import seeded_chunk_fix
-from specdec.vllm_plugins.seeded_chunk_fix import RewindableGenerator
+from specdec.vllm_plugins.fixes import seeded_chunk
+from specdec.vllm_plugins.fixes.seeded_chunk import RewindableGenerator
 from support import REPO
-from support.plugin_switches import register_afresh
+from support.plugin_checks import register_afresh, require_tested_vllm
 
 VOCAB = 1000
+
+
+@pytest.fixture(autouse=True)
+def _checked_against_the_installed_vllm():
+    require_tested_vllm(seeded_chunk)
 
 
 def draw(generator: torch.Generator) -> torch.Tensor:
@@ -31,11 +39,32 @@ def rewind(generator: torch.Generator) -> None:
     generator.set_offset(generator.get_offset() - 4)
 
 
+def discarding_runner(generator: torch.Generator) -> types.SimpleNamespace:
+    """What GPUModelRunner._bookkeeping_sync reads before its rewind: one request, whose
+    sampled token is discarded (a non-final prefill chunk), with its own generator."""
+    batch = types.SimpleNamespace(num_reqs=1, generators={0: generator})
+    return types.SimpleNamespace(input_batch=batch, discard_request_mask=types.SimpleNamespace(np=np.ones(1, bool)))
+
+
+def test_vllms_own_rewind_still_crashes_on_a_cpu_generator() -> None:
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    with pytest.raises(RuntimeError, match="does not use offset"):  # the crash, before anything else runs
+        GPUModelRunner._bookkeeping_sync(discarding_runner(torch.Generator().manual_seed(1)), None, None, None, None, 0)
+    assert seeded_chunk.cpu_offsets_unsupported()
+    # With the fix's generator, vLLM's rewind goes through and the function goes on (to what
+    # the stand-in runner does not have).
+    generator = RewindableGenerator().manual_seed(1)
+    generator.checkpoint()
+    with pytest.raises(AttributeError):
+        GPUModelRunner._bookkeeping_sync(discarding_runner(generator), None, None, None, None, 0)
+    assert generator.get_offset() == 0  # rewound
+
+
 def test_plain_cpu_generator_has_no_offset() -> None:
-    # The crash: what vLLM's rewind does to a plain CPU generator.
+    # What vLLM's rewind does to a plain CPU generator.
     with pytest.raises(RuntimeError, match="does not use offset"):
         rewind(torch.Generator().manual_seed(1))
-    assert seeded_chunk_fix.cpu_offsets_unsupported()
 
 
 def test_rewind_repeats_the_undone_draws() -> None:
@@ -60,7 +89,7 @@ def test_rewound_stream_is_the_unchunked_stream() -> None:
         gen.checkpoint()
         got.append(draw(gen))
     assert all(torch.equal(a, b) for a, b in zip(got, want))
-    assert gen.get_offset() == 3 * seeded_chunk_fix.OFFSET_PER_STEP
+    assert gen.get_offset() == 3 * seeded_chunk.OFFSET_PER_STEP
 
 
 def test_rewind_goes_back_one_step_only() -> None:
@@ -97,19 +126,20 @@ import torch
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from vllm.v1.worker.gpu_input_batch import CachedRequestState
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-from specdec.vllm_plugins import register, seeded_chunk_fix
-from specdec.vllm_plugins.seeded_chunk_fix import RewindableGenerator
+from specdec.vllm_plugins import register
+from specdec.vllm_plugins.fixes import seeded_chunk
+from specdec.vllm_plugins.fixes.seeded_chunk import RewindableGenerator
 
 gpu_sample = GPUModelRunner._sample
 register()  # the plugin entry point
 register()
-patched = getattr(CPUModelRunner._sample, seeded_chunk_fix._PATCHED, False)
-assert patched == getattr(CachedRequestState.__post_init__, seeded_chunk_fix._PATCHED, False)
+patched = getattr(CPUModelRunner._sample, seeded_chunk._PATCHED, False)
+assert patched == getattr(CachedRequestState.__post_init__, seeded_chunk._PATCHED, False)
 print("PATCHED" if patched else "UNPATCHED")
 if patched:
     assert GPUModelRunner._sample is gpu_sample  # GPU runners are left alone
     # Wrapped once, however often the plugin is called
-    assert not getattr(CPUModelRunner._sample.__wrapped__, seeded_chunk_fix._PATCHED, False)
+    assert not getattr(CPUModelRunner._sample.__wrapped__, seeded_chunk._PATCHED, False)
 
 # A request as the model runner records it (GPUModelRunner._update_states).
 state = CachedRequestState(req_id="r", prompt_token_ids=[1, 2, 3], mm_features=[], sampling_params=None,
@@ -138,9 +168,9 @@ else:
 @pytest.mark.parametrize("disabled", [False, True], ids=["on", "switched_off"])
 def test_register_patches_the_cpu_runner_per_switch(disabled: bool) -> None:
     # A fresh interpreter, as in vLLM's engine and worker processes.
-    env = {k: v for k, v in os.environ.items() if k != seeded_chunk_fix.DISABLE_ENV}
+    env = {k: v for k, v in os.environ.items() if k != seeded_chunk.DISABLE_ENV}
     if disabled:
-        env[seeded_chunk_fix.DISABLE_ENV] = "1"
+        env[seeded_chunk.DISABLE_ENV] = "1"
     proc = subprocess.run(
         [sys.executable, "-c", _REGISTER_CHECK], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
@@ -152,9 +182,9 @@ def test_register_patches_the_cpu_runner_per_switch(disabled: bool) -> None:
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, seeded_chunk_fix, switched_off=True, never_called=["on_cpu_platform", "_targets"])
+    register_afresh(monkeypatch, seeded_chunk, switched_off=True, never_called=["on_cpu_platform", "_targets"])
 
 
 def test_other_platforms_are_left_alone(monkeypatch) -> None:
-    monkeypatch.setattr(seeded_chunk_fix, "on_cpu_platform", lambda: False)
-    register_afresh(monkeypatch, seeded_chunk_fix, switched_off=False, never_called=["_targets"])
+    monkeypatch.setattr(seeded_chunk, "on_cpu_platform", lambda: False)
+    register_afresh(monkeypatch, seeded_chunk, switched_off=False, never_called=["_targets"])

