@@ -16,9 +16,15 @@ from typing import Any
 class UpstreamDefect:
     """What a fix works around in vLLM (shown by its tests when another vLLM is installed)."""
 
-    function: str  # vLLM file and function
+    module: str  # the vLLM module, "vllm.v1.sample.rejection_sampler"
+    function: str  # the function (or Class.method) in it
     wrong: str  # what goes wrong, in one line
     upstream: str  # the vllm-project/vllm issue or PR, or that none was found
+
+    @property
+    def where(self) -> str:
+        """`vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens`."""
+        return f"{self.module.replace('.', '/')}.py: {self.function}"
 
 
 def plugin_log(name: str) -> logging.Logger:
@@ -64,6 +70,14 @@ def on_cpu_platform() -> bool:
     except Exception:
         return False
     return bool(current_platform.is_cpu())
+
+
+def replace_in_vllm(defect: UpstreamDefect, original: Callable[..., Any], fixed: Callable[..., Any],
+                    log: logging.Logger) -> None:
+    """Put `fixed` wherever vLLM holds `original` (the function `defect` names), and say where."""
+    places = rebind(original, fixed)
+    log.info("specdec: replaced %s.%s (%s) in: %s", defect.module, defect.function, defect.wrong,
+             ", ".join(places))
 
 
 def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:

@@ -4,6 +4,7 @@ variable, and each is checked against one vLLM release only."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -31,6 +32,17 @@ def register_afresh(monkeypatch: pytest.MonkeyPatch, fix: ModuleType, switched_o
     assert fix._once.decided
 
 
+def pristine_vllm_module(fix: ModuleType) -> ModuleType:
+    """A fresh copy of the vLLM module `fix` works around, as vLLM ships it (the plugin may
+    already have patched the imported one in this process)."""
+    spec = importlib.util.find_spec(fix.DEFECT.module)
+    assert spec is not None and spec.origin is not None, f"{fix.DEFECT.where} is gone"
+    copy_spec = importlib.util.spec_from_file_location(f"_pristine_{fix.DEFECT.module.replace('.', '_')}", spec.origin)
+    pristine = importlib.util.module_from_spec(copy_spec)
+    copy_spec.loader.exec_module(pristine)
+    return pristine
+
+
 def require_tested_vllm(fix: ModuleType, installed: str | None = None) -> None:
     """Fail (naming the fix and its defect) unless `installed`, by default the installed vLLM,
     is the release the fix was checked against: on another, the defect may be gone or moved."""
@@ -42,6 +54,6 @@ def require_tested_vllm(fix: ModuleType, installed: str | None = None) -> None:
     defect = fix.DEFECT
     pytest.fail(
         f"vLLM {installed} is installed, but {fix.__name__} was checked against vLLM {TESTED_VLLM} only: "
-        f"re-check that fix against the new vLLM. Is the defect still in {defect.function}: "
+        f"re-check that fix against the new vLLM. Is the defect still in {defect.where}: "
         f"{defect.wrong}? Upstream: {defect.upstream}. Then drop the fix or keep it, and set "
         "TESTED_VLLM in specdec/engines/vllm_version.py.", pytrace=False)

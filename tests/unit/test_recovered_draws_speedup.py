@@ -7,7 +7,6 @@ fails on an untested vLLM release."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -17,7 +16,7 @@ import torch
 from specdec.vllm_plugins.speedups import recovered_draws
 from specdec.vllm_plugins.speedups.recovered_draws import recovery_noise
 from support import REPO
-from support.plugin_checks import register_afresh, require_tested_vllm
+from support.plugin_checks import pristine_vllm_module, register_afresh, require_tested_vllm
 
 VOCAB = 49152  # the default model's: enough draws per row to pin their mean and spread
 
@@ -32,16 +31,11 @@ def _generator(seed: int) -> torch.Generator:
 
 
 def _pristine_vllm_function():
-    """vLLM's own sample_recovered_tokens from a fresh copy of its module (the plugin may
-    already have replaced the imported one), with the recovery kernel stubbed out: only the
-    noise it draws matters here."""
-    spec = importlib.util.find_spec(recovered_draws._MODULE)
-    assert spec is not None and spec.origin is not None, f"{recovered_draws.DEFECT.function} is gone"
-    copy_spec = importlib.util.spec_from_file_location("_pristine_rejection_sampler", spec.origin)
-    pristine = importlib.util.module_from_spec(copy_spec)
-    copy_spec.loader.exec_module(pristine)
+    """vLLM's own sample_recovered_tokens with the recovery kernel stubbed out: only the noise
+    it draws matters here."""
+    pristine = pristine_vllm_module(recovered_draws)
     setattr(pristine, recovered_draws._KERNEL_ATTR, lambda *args, **kwargs: None)
-    return getattr(pristine, recovered_draws._ATTR)
+    return getattr(pristine, recovered_draws.DEFECT.function)
 
 
 def test_vllms_own_function_still_draws_global_noise_that_no_row_reads() -> None:
@@ -142,9 +136,9 @@ def test_seeded_requests_recover_exactly_vllms_tokens_and_register_installs_it()
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, recovered_draws, switched_off=True, never_called=["on_cpu_platform", "rebind"])
+    register_afresh(monkeypatch, recovered_draws, switched_off=True, never_called=["on_cpu_platform", "replace_in_vllm"])
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
     monkeypatch.setattr(recovered_draws, "on_cpu_platform", lambda: False)
-    register_afresh(monkeypatch, recovered_draws, switched_off=False, never_called=["vllm_function", "rebind"])
+    register_afresh(monkeypatch, recovered_draws, switched_off=False, never_called=["vllm_function", "replace_in_vllm"])

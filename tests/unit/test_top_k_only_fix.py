@@ -6,7 +6,6 @@ Every test here fails on an untested vLLM release."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ import torch
 from specdec.vllm_plugins.fixes import top_k_only
 from specdec.vllm_plugins.fixes.top_k_only import apply_top_k_only
 from support import REPO
-from support.plugin_checks import register_afresh, require_tested_vllm
+from support.plugin_checks import pristine_vllm_module, register_afresh, require_tested_vllm
 
 INF = float("inf")
 
@@ -60,14 +59,7 @@ def test_empty_batch_passes_through() -> None:
 
 
 def _pristine_vllm_function():
-    """vLLM's own apply_top_k_only from a fresh copy of its module (the plugin may already
-    have patched the imported one in this process)."""
-    spec = importlib.util.find_spec(top_k_only._DEFECT_MODULE)
-    assert spec is not None and spec.origin is not None, f"{top_k_only.DEFECT.function} is gone"
-    copy_spec = importlib.util.spec_from_file_location("_pristine_topk_topp_sampler", spec.origin)
-    pristine = importlib.util.module_from_spec(copy_spec)
-    copy_spec.loader.exec_module(pristine)
-    return getattr(pristine, top_k_only._DEFECT_ATTR)
+    return getattr(pristine_vllm_module(top_k_only), top_k_only.DEFECT.function)
 
 
 def test_vllms_own_function_still_crashes_on_an_empty_batch_and_the_replacement_does_not() -> None:
@@ -122,9 +114,9 @@ def test_opt_out_env_skips_patching(monkeypatch) -> None:
 
 
 def test_correct_function_is_left_alone(monkeypatch) -> None:
-    module = pytest.importorskip(top_k_only._DEFECT_MODULE)
-    monkeypatch.setattr(module, top_k_only._DEFECT_ATTR, lambda logits, k: reference_fixed(logits, k))
-    register_afresh(monkeypatch, top_k_only, switched_off=False, never_called=["rebind"])
+    module = pytest.importorskip(top_k_only.DEFECT.module)
+    monkeypatch.setattr(module, top_k_only.DEFECT.function, lambda logits, k: reference_fixed(logits, k))
+    register_afresh(monkeypatch, top_k_only, switched_off=False, never_called=["replace_in_vllm"])
 
 
 def reference_fixed(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

