@@ -1,16 +1,11 @@
-"""Engine processes end when the process that started them ends.
+"""Engine processes end when the process that started them ends (process hygiene, not a fix).
 
-vLLM's EngineCore does not watch its parent: when the driver (a `specdec generate`, a flow
-run) dies without shutting the engine down (SIGKILL, the OOM killer, a worker's hard kill
-after a cancel), the EngineCore keeps generating and then idles forever, holding its memory
-(its Workers watch the EngineCore, not the driver). This guard runs in every process vLLM
-starts (it is part of the vLLM general plugin, see specdec.vllm_plugins): in an EngineCore
-or Worker process a daemon thread waits on the parent's process sentinel (a pipe that
-closes when the parent exits, whatever killed it) and then kills the process's own
-children by PID and exits at once. Nobody is left to read its results.
-
-A sentinel is used rather than PR_SET_PDEATHSIG, which fires when the *thread* that started
-the child exits (Prefect may start the engine from a short-lived thread).
+vLLM's EngineCore does not watch its parent: a driver killed without shutting its engine down
+(SIGKILL, the OOM killer, a worker's hard kill after a cancel) leaves it running, holding its
+memory. In an EngineCore or Worker process, `register()` starts a daemon thread that waits on
+the parent's process sentinel (closed when the parent exits, whatever killed it; unlike
+PR_SET_PDEATHSIG, not tied to the thread that started the child), then kills the process's
+own children and exits.
 """
 
 from __future__ import annotations
