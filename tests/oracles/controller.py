@@ -12,11 +12,10 @@ import numpy as np
 
 from oracles.budget import AcceptanceEstimate, allocate_drafts, first_draft_thresholds
 from oracles.hybrid import HybridProposer
-from oracles.step_shapes import StepShapes
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
 from specdec.controller import CORE, load_cache_file
-from specdec.step_cost import StepCost, StepSample, row_contexts
+from specdec.step_cost import StepCost, StepSample, StepShapes, row_contexts
 
 
 @dataclasses.dataclass
