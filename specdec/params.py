@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specdec.config import ConfigError, EngineConfig, Method, SpecConfig, config_hash
-from specdec.models import model_digest
+from specdec import models
 from specdec.types import SamplingOptions
 
 PromptFormat = Literal["chat", "raw"]
@@ -131,9 +131,9 @@ class GenerationParams(BaseModel):
     def output_config(self) -> dict[str, Any]:
         """The fields that decide the output, models by content (hashed, recorded with results)."""
         decided = {name: getattr(self, name) for name in output_fields(type(self), self.method)}
-        decided["model"] = model_digest(self.model)
+        decided["model"] = models.model_digest(self.model)
         if "draft_model" in decided:
-            decided["draft_model"] = model_digest(self.draft_model)
+            decided["draft_model"] = models.model_digest(self.draft_model)
         return decided
 
     def config_hash(self) -> str:

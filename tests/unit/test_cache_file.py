@@ -17,7 +17,7 @@ import pytest
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
 from specdec.drafting import cache_file
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from oracles.suffix_cache import SuffixTrieCache
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "tok-a"

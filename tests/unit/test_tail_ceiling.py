@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec.budget import StepCost
+from specdec.step_cost import StepCost
 from specdec.config import SpecConfig
 from specdec.controller import make_controller
 
