@@ -25,16 +25,17 @@ class _Live:
     verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
 
 
-def oracle_proposer(config: SpecConfig, tokenizer: str | None = None) -> HybridProposer:
-    """The oracle drafter the facade's compiled one equals, started from `config.cache_file`."""
-    contents, _ = load_cache_file(config.cache_file, tokenizer)
+def oracle_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[HybridProposer, str | None]:
+    """The oracle drafter the facade's compiled one equals, started from `config.cache_file`
+    (and the warning when that file could not be used)."""
+    contents, warning = load_cache_file(config.cache_file, tokenizer)
     cache = SuffixTrieCache(contents.max_depth if contents else CORE.cache_max_depth, config.cache_max_tokens)
     proposer = HybridProposer(cache, CORE.lookup_min, CORE.lookup_max, CORE.cache_min_prob,
                               group_max_tokens=CORE.group_max_tokens, history_max_tokens=CORE.history_max_tokens,
                               history_per_prompt=CORE.history_per_prompt)
     if contents:
         proposer.load_contents(contents)
-    return proposer
+    return proposer, warning
 
 
 class DraftController:
@@ -43,7 +44,7 @@ class DraftController:
     def __init__(self, config: SpecConfig, proposer: HybridProposer | None = None, tokenizer: str | None = None) -> None:
         self.config = config
         self.tokenizer = tokenizer
-        self.proposer = proposer if proposer is not None else oracle_proposer(config, tokenizer)
+        self.proposer, self.cache_warning = (proposer, None) if proposer is not None else oracle_proposer(config, tokenizer)
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
         self.lookup_s = 0.0  # the proposer's thread CPU seconds per row looked up
