@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from specdec.budget import PrefillSample, StepSample
+from specdec.step_cost import PrefillSample, StepSample
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import calibration, cpu_threads, onednn_cache, processes, step_profile, vllm_proposer
 from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
