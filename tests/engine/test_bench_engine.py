@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.bench.step_breakdown import decode_steps, outside_steps_s
-from specdec.bench.throughput import engine_methods, run_rounds
+from bench.step_breakdown import decode_steps, outside_steps_s
+from bench.throughput import engine_methods, run_rounds
 from specdec.config import EngineConfig
 from specdec.types import GenerationRequest
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from specdec.bench.reference import SampledWorkload, sampled_reference, sampled_requests, unchunked_calls
+from bench.reference import SampledWorkload, sampled_reference, sampled_requests, unchunked_calls
 from specdec.config import EngineConfig, SpecConfig
 from specdec.engines.baselines import VllmNgramProposer
 from specdec.engines.replay import replay

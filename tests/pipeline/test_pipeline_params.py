@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from flows.generation import speculative_generation
 from flows.params import FlowParams
-from specdec.bench.command import NOT_BENCH_OPTIONS
+from bench.command import NOT_BENCH_OPTIONS
 from specdec.cli import build_parser, extensions
 from specdec.cli_options import model_from_args
 from specdec.params import GenerationParams

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specdec.engines.replay import ReplayRequest
+from bench.replay import ReplayRequest
 
 
 def synthetic_requests(n: int = 12, seed: int = 0, max_tokens: int = 48) -> list[ReplayRequest]:

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from specdec.bench import command
-from specdec.bench.cost_models import CostModel, h100_llama3_8b
-from specdec.bench.projection import NGRAM_DRAFT, OracleProposer, ProjectedMethod, fixed_k_controller, project, projected_methods
-from specdec.bench.projection_report import render_projection_table, shown
+from bench import command
+from bench.cost_models import CostModel, h100_llama3_8b
+from bench.projection import NGRAM_DRAFT, OracleProposer, ProjectedMethod, fixed_k_controller, project, projected_methods
+from bench.projection_report import render_projection_table, shown
 from specdec.budget import StepCost
 from specdec.drafting.ngram import NgramProposer
 from specdec.engines.replay import ReplayRequest
@@ -99,7 +99,7 @@ def test_h100_projection_keeps_verification_cheap_at_batch_one():
 
 
 def test_drafting_cost_figures_price_every_step():
-    from specdec.bench.projection import draft_cost_figure
+    from bench.projection import draft_cost_figure
 
     cost = draft_cost_figure("20+4")
     log = {"num_proposed": np.array([2.0, 3.0]), "num_emitted": np.array([5.0, 1.0])}
@@ -110,7 +110,7 @@ def test_drafting_cost_figures_price_every_step():
 
 
 def test_specdec_is_projected_with_the_compiled_drafter_and_priced_at_its_figure_without_it(monkeypatch):
-    from specdec.bench import projection
+    from bench import projection
 
     assert projection.specdec_drafter("native") == ("native", projection.OUR_DRAFT)  # installed here: timed
     assert projection.specdec_drafter("python") == ("python", projection.NATIVE_DRAFT)

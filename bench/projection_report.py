@@ -1,4 +1,4 @@
-"""Tables of projected throughput (specdec/bench/projection.py): one per cost model and
+"""Tables of projected throughput (bench/projection.py): one per cost model and
 dataset, each method at the K shown (its best for fixed-K methods), then how `specdec`
 stands against `none`, the best baseline and the oracle's ceiling at each batch size."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specdec.bench.records import ProjectionRecord
+from bench.records import ProjectionRecord
 
 BASELINES = ("ngram", "ngram[2..5]", "suffix", "suffix[fixed-K]")
 METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")

@@ -7,8 +7,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from specdec.bench.records import BenchRecord, Workload
-from specdec.bench.rounds import REFERENCE, UNRESETTABLE, Timing, summarize
+from bench.records import BenchRecord, Workload
+from bench.rounds import REFERENCE, UNRESETTABLE, Timing, summarize
 from specdec.config import SpecConfig
 from specdec.stats import ShardStats
 from specdec.types import GenerationResult
@@ -19,9 +19,7 @@ def make_records(
     timings: Sequence[Timing],
     results: dict[tuple[str, int], list[GenerationResult]],
     dataset: str,
-    all_alive: bool,
     starts: dict[str, int],
-    num_warm_prompts: int = 0,
     workload: Workload = Workload(),
 ) -> list[BenchRecord]:
     """One record per method and batch size; acceptance figures over all its rounds. Sampled
@@ -31,7 +29,7 @@ def make_records(
         spec = methods[s.method]
         runs = results[(s.method, s.batch_size)]
         total = ShardStats.aggregate(r.stats for r in runs)
-        decode, e2e, own = s.decode_ratio, s.ratio, s.decode_ratio_to_no_drafts
+        decode, e2e = s.decode_ratio, s.ratio
         records.append(BenchRecord.from_stats(
             total,
             method=s.method,
@@ -42,7 +40,7 @@ def make_records(
             num_requests=len(runs) // s.rounds,
             outputs_identical_to_none=None if workload.temperature > 0 else _identical(
                 runs, results.get((REFERENCE, s.batch_size))),
-            started_from=_started_from(spec, all_alive, s.rounds, starts[s.method], num_warm_prompts, workload.epoch),
+            started_from=_started_from(spec, s.rounds, starts[s.method], workload.epoch),
             tokens_per_s=s.tokens_per_s.median,
             seconds=statistics.median(t.prefill_s + t.decode_s for t in timings
                                       if (t.method, t.batch_size) == (s.method, s.batch_size)),
@@ -55,9 +53,6 @@ def make_records(
             decode_speedup_vs_none=decode.median if decode else None,
             decode_speedup_min=decode.low if decode else None,
             decode_speedup_max=decode.high if decode else None,
-            decode_speedup_vs_no_drafts=own.median if own else None,
-            decode_speedup_vs_no_drafts_min=own.low if own else None,
-            decode_speedup_vs_no_drafts_max=own.high if own else None,
             **workload.fields(),
         ))
     return records
@@ -71,17 +66,11 @@ def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationR
     return all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
 
 
-def _started_from(spec: SpecConfig, all_alive: bool, rounds: int, starts: int, num_warm_prompts: int,
-                  epoch: int = 1) -> str:
-    if spec.method in UNRESETTABLE:
-        kept = "a fresh engine per measurement"
-    else:
-        kept = "one engine kept alive through the rounds" if all_alive else "a fresh engine per round"
-    cache = (f"every measurement starts from the cache file saved after generating {num_warm_prompts} other prompts"
-             if spec.cache_file else "cold cross-request cache per measurement")
+def _started_from(spec: SpecConfig, rounds: int, starts: int, epoch: int = 1) -> str:
+    kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive through the rounds"
     epochs = f"; epochs 1-{epoch - 1} of the same prompts generated before the clock" if epoch > 1 else ""
     return (f"{rounds} interleaved rounds, {kept} ({starts} started), warmed up on other prompts; "
-            f"prompts prefilled before the clock; {cache}{epochs}")
+            f"prompts prefilled before the clock; cold cross-request cache per measurement{epochs}")
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
@@ -98,11 +87,6 @@ def render_table(records: Sequence[BenchRecord]) -> str:
     rounds = "/".join(sorted({str(r.rounds) for r in records}))
     lines.append(f"medians over {rounds} interleaved round(s); "
                  "ratios to none in the same round; decode: prompts already prefilled")
-    for r in records:
-        if r.decode_speedup_vs_no_drafts is not None:
-            lines.append(f"{r.method} batch {r.batch_size}: decode {r.decode_speedup_vs_no_drafts:.3f}x its own engine "
-                         f"with drafting off in the same round ({r.decode_speedup_vs_no_drafts_min:.3f}-"
-                         f"{r.decode_speedup_vs_no_drafts_max:.3f})")
     return "\n".join(lines)
 
 

@@ -2,10 +2,10 @@
 
 Each step costs its forward, t(rows, scheduled tokens, KV tokens, draft-KV tokens) from the
 cost model, plus the drafter's own time for the call that follows it (vLLM drafts between
-forwards, with the accelerator idle). A step that mixes prefill chunks with decoding rows is split: its decode
-part is what the step would cost over the decoding rows alone, plus the drafting; the rest
-is prefill (at the cost model's prefill rate where it has one). Decode tokens/s counts every
-output token but each request's first (prefill's).
+forwards, with the accelerator idle). A step that mixes prefill chunks with decoding rows is
+split: its decode part is what the step would cost over the decoding rows alone, plus the
+drafting; the rest is prefill (at the cost model's prefill rate where it has one). Decode
+tokens/s counts every output token but each request's first (prefill's).
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ import dataclasses
 
 import numpy as np
 
-from specdec.bench.cost_models import CostModel
+from bench.cost_models import CostModel
 
 
 @dataclasses.dataclass(frozen=True)
 class DraftCost:
-    """What drafting adds to a step: the drafter's measured CPU time (ours, whose call the
-    replay makes exactly as the engine's worker does), or a figure per row called and per
-    token emitted (vLLM's own drafters, which the replay drives through Python wrappers
-    slower than the engine's numba and C++ calls)."""
+    """What drafting adds to a step: the drafter's measured CPU time, or a figure per call,
+    per row called and per token emitted."""
 
     per_row_s: float = 0.0
     per_emitted_token_s: float = 0.0

@@ -10,10 +10,8 @@ the whole batch after each request gained one token.
   call vLLM makes (`SpecdecVllmProposer.propose`) through the compiled controller and
   drafter, with the batch budget and its step timer on (per-request K, traces, budget
   allocation, clean-step timing and the step-cost fit);
-- `specdec-worker-python`: the same call through the reference controller and drafter;
 - `specdec-native`: the compiled drafter alone, one `feedback_batch` + one `propose_batch`
   per step;
-- `specdec-python`: the Python reference drafter alone;
 - `suffix-arctic`: arctic-inference's suffix cache as vLLM's `suffix` method drives it (where
   installed);
 - `ngram-vllm`: vLLM's own n-gram proposer class (numba), prompt lookup 2..5.
@@ -29,19 +27,15 @@ import numpy as np
 from specdec.budget import StepCost
 from specdec.config import SpecConfig
 from specdec.drafting.base import TokenRows
-from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.native import NativeHybridProposer
-from specdec.drafting.suffix_cache import SuffixTrieCache
 
 # Verification nearly free: the budget keeps every draft (its costly path).
 FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=1e-5)
-METHODS = ("specdec-worker", "specdec-worker-python", "specdec-native", "specdec-python", "suffix-arctic", "ngram-vllm")
-# Methods with a Python cross-request cache (about 5 kB per cached token).
-PYTHON_CACHE_METHODS = ("specdec-python", "specdec-worker-python")
+METHODS = ("specdec-worker", "specdec-native", "suffix-arctic", "ngram-vllm")
 
 
 class SpecdecRunner:
-    """Our drafter (compiled or reference) behind the batch interface, as the controller calls it."""
+    """Our compiled drafter behind the batch interface, as the controller calls it."""
 
     def __init__(self, drafter, k: int, num_rows: int, prompt_len: int | None = None) -> None:  # a BatchProposer
         self.drafter = drafter
@@ -74,10 +68,10 @@ class WorkerRunner:
     nearly free, so that the budget keeps drafting (its costly path); the step timer refits
     from the intervals between calls as it does in the engine."""
 
-    def __init__(self, drafter: str, k: int, num_rows: int, cache_tokens: int, prompt_len: int | None = None) -> None:
+    def __init__(self, k: int, num_rows: int, cache_tokens: int, prompt_len: int | None = None) -> None:
         from specdec.engines.vllm_proposer import SpecdecVllmProposer
 
-        cfg = SpecConfig(method="specdec", k_max=k, drafter=drafter, cache_max_tokens=max(cache_tokens, 1) * 2)  # type: ignore[arg-type]
+        cfg = SpecConfig(method="specdec", k_max=k, cache_max_tokens=max(cache_tokens, 1) * 2)
         self.proposer = SpecdecVllmProposer(types.SimpleNamespace(
             speculative_config=types.SimpleNamespace(num_speculative_tokens=cfg.k_ceiling),  # vLLM's K
             scheduler_config=types.SimpleNamespace(max_num_seqs=num_rows)))  # a full batch: no tail
@@ -112,7 +106,7 @@ class ArcticRunner:
     """arctic-inference's suffix cache, per request, as vLLM's `suffix` method drives it."""
 
     def __init__(self, k: int, num_rows: int) -> None:
-        from specdec.drafting.suffix_baseline import ArcticSuffixProposer
+        from bench.suffix_baseline import ArcticSuffixProposer
 
         self.proposer = ArcticSuffixProposer()
         self.ids = [f"r{i}" for i in range(num_rows)]
@@ -167,25 +161,14 @@ class VllmNgramRunner:
         return sum(len(d) for d in drafts)
 
 
-def arctic_available() -> bool:
-    try:
-        import arctic_inference.suffix_decoding  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: int, prompt_len: int | None = None):
     """A fresh runner for `method` (its cache budget holds `cache_tokens` twice over); specdec's
     are told that each row's first `prompt_len` tokens are its prompt (None: unknown)."""
     budget = max(cache_tokens, 1) * 2
     if method == "specdec-native":
         return SpecdecRunner(NativeHybridProposer(budget, n_min=1, n_max=16), k, num_rows, prompt_len)
-    if method == "specdec-python":
-        return SpecdecRunner(HybridProposer(SuffixTrieCache(max_tokens=budget), 1, 16), k, num_rows, prompt_len)
-    if method in ("specdec-worker", "specdec-worker-python"):
-        return WorkerRunner("python" if method == "specdec-worker-python" else "native", k, num_rows, cache_tokens,
-                            prompt_len)
+    if method == "specdec-worker":
+        return WorkerRunner(k, num_rows, cache_tokens, prompt_len)
     if method == "suffix-arctic":
         return ArcticRunner(k, num_rows)
     if method == "ngram-vllm":

@@ -1,24 +1,17 @@
-"""Batched replay: greedy verification of many requests at once, scheduled as vLLM does.
+"""Batched replay: many requests verified at once, scheduled as vLLM schedules them.
 
 Up to `batch_size` requests run at once (vLLM's `max_num_seqs`); when one finishes the next
-waiting one joins, every request is replayed once. Each step, as vLLM's scheduler does:
+waiting one joins, and every request is replayed once. Each step, as vLLM's scheduler does,
 running rows are served in order from a token budget (`max_batched_tokens`): a decoding row
-schedules its last token plus its draft, a joining row a chunk of its prompt (chunked
-prefill). Then the target's greedy tokens decide what is accepted (as in
-specdec/engines/replay.py), a row whose prompt is complete emits its first token, and the
-drafter is called once for every row that emitted a token (finished ones too: vLLM drafts
-for them once more before it notices), through the controller's `engine_step`, the call
-vLLM's worker makes: the step's rows in a persistent, condensed batch as vLLM's input
-batch keeps them (a row that is not scheduled, or has finished, leaves it; the next call
-retires it), their tokens in one buffer, the sampled tokens and prompt lengths per row.
-The reference may be greedy or sampled: a draft token is accepted iff it equals the
-reference's token at its position, nothing else depends on how the reference was drawn.
+schedules its last token plus its draft, a joining row a chunk of its prompt. Then the
+reference decides what is accepted (as in bench/replay.py), a row whose prompt is complete
+emits its first token, and the drafter is called once for the rows that emitted tokens
+(finished ones too: vLLM drafts for them once more before it notices they finished).
 
-Nothing is timed except that call (thread CPU time, so other processes on the machine do
-not inflate it). The step log records each step's shape, which a cost model
-prices afterwards (specdec/bench/pricing.py). With a `learner` the batch budget runs in the
-loop: it learns its step-cost model from the simulated times of clean decode steps, as the
-real engine's step timer learns from measured ones.
+Only that call is timed (thread CPU time, which other processes do not inflate). The step
+log records each step's shape, which a cost model prices afterwards (bench/pricing.py). With
+a `learner` the batch budget runs in the loop: it learns its step-cost model from simulated
+times of clean decode steps, as the engine's step timer learns from measured ones.
 """
 
 from __future__ import annotations
@@ -30,11 +23,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bench.drafters import Drafter
+from bench.replay import ReplayRequest, ReplayResult, num_matching, stop_point
 from specdec.budget import StepCost, StepCostModel, StepSample
-from specdec.config import SpecConfig
-from specdec.controller import Controller
 from specdec.engines.calibration import STEPS, calibration_runs
-from specdec.engines.replay import ReplayRequest, ReplayResult, num_matching, truncated_output
 from specdec.engines.step_timing import StepTimer
 from specdec.stats import request_stats
 
@@ -54,7 +46,7 @@ LOG_FIELDS = (
     "num_emitted",  # output tokens produced by the step (accepted + one per decoding row + first tokens)
     "num_drafted",  # draft tokens verified in the step
     "num_proposed",  # rows the drafter was called for after the step
-    "draft_cpu_s",  # the drafter's thread CPU time: that call, and forgetting the finished requests
+    "draft_cpu_s",  # the drafter's thread CPU time for that call and the finished requests
 )
 
 
@@ -63,7 +55,7 @@ class _Row:
     """A running request: how far its prompt is in the KV cache, what it has emitted."""
 
     req: ReplayRequest
-    sequence: np.ndarray  # prompt + greedy continuation
+    sequence: np.ndarray  # prompt + reference continuation
     prompt_len: int
     stop_at: int  # output tokens once the first stop token is out (or max_tokens)
     num_computed: int = 0  # tokens in the KV cache
@@ -76,14 +68,12 @@ class _Row:
 
     @classmethod
     def start(cls, req: ReplayRequest) -> "_Row":
+        reference = np.asarray(req.reference_tokens, dtype=np.int64)
         prompt = np.asarray(req.prompt_token_ids, dtype=np.int64)
-        greedy = np.asarray(req.greedy_tokens, dtype=np.int64)
-        stops = np.flatnonzero(np.isin(greedy, list(req.stop_token_ids))) if req.stop_token_ids else []
-        stop_at = min(req.max_tokens, int(stops[0]) + 1) if len(stops) else req.max_tokens
-        return cls(req, np.concatenate([prompt, greedy]), len(prompt), stop_at)
+        return cls(req, np.concatenate([prompt, reference]), len(prompt), stop_point(reference, req))
 
     @property
-    def greedy(self) -> np.ndarray:
+    def reference(self) -> np.ndarray:
         return self.sequence[self.prompt_len :]
 
     @property
@@ -98,9 +88,9 @@ class Simulation:
 
 
 class SimulatedStepTimer:
-    """The budget's step timer (specdec/engines/step_timing.py) fed with simulated step
-    times: first the engine's start-up calibration runs, priced by `cost`, then every clean
-    decode step of the replay. The budget only ever sees its own fit of these times."""
+    """The budget's step timer fed with simulated step times: the engine's start-up
+    calibration runs priced by `cost`, then every clean decode step of the replay. The
+    budget only ever sees its own fit of these times."""
 
     def __init__(self, cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> None:
         self.cost = cost
@@ -128,47 +118,9 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
     return samples
 
 
-class InputBatch:
-    """vLLM's persistent input batch as the proposer sees it: row i of the step is buffer
-    row i of `token_ids` (each request's whole replayed sequence, written when it joins;
-    the drafter reads its first `num_tokens[i]`). Each step, rows not scheduled leave, new
-    ones fill the holes, and the last rows move into any holes left (vLLM's condense)."""
-
-    def __init__(self, max_rows: int, width: int) -> None:
-        self.max_rows = max_rows  # vLLM's max_num_seqs
-        self.token_ids = np.zeros((max_rows, width), dtype=np.int64)
-        self.num_tokens = np.zeros(max_rows, dtype=np.int64)
-        self.num_prompt_tokens = np.zeros(max_rows, dtype=np.int64)  # vLLM's input_batch.num_prompt_tokens
-        self.rows: list[_Row] = []
-        self.req_ids: list[str] = []
-
-    def update(self, scheduled: Sequence[_Row]) -> None:
-        here = {id(row) for row in scheduled}
-        slots: list[_Row | None] = [row if id(row) in here else None for row in self.rows]
-        known = {id(row) for row in self.rows}
-        for row in scheduled:
-            if id(row) in known:
-                continue
-            hole = next((i for i, r in enumerate(slots) if r is None), len(slots))
-            if hole == len(slots):
-                slots.append(row)
-            else:
-                slots[hole] = row
-            self.token_ids[hole, : row.sequence.shape[0]] = row.sequence
-        while None in slots:
-            hole = slots.index(None)
-            last = slots.pop()
-            if last is not None and hole < len(slots):
-                slots[hole] = last
-                self.token_ids[hole] = self.token_ids[len(slots)]
-        self.rows = [row for row in slots if row is not None]
-        self.req_ids[:] = [row.req.id for row in self.rows]
-        self.num_prompt_tokens[: len(self.rows)] = [row.prompt_len for row in self.rows]
-
-
 def simulate(
     requests: Sequence[ReplayRequest],
-    controller: Controller,
+    drafter: Drafter,
     batch_size: int,
     max_batched_tokens: int,
     learner: SimulatedStepTimer | None = None,
@@ -180,8 +132,6 @@ def simulate(
     running: list[_Row] = []
     finished: dict[str, _Row] = {}
     log: list[tuple[float, ...]] = []
-    width = max((len(r.prompt_token_ids) + len(r.greedy_tokens) for r in requests), default=1)
-    batch = InputBatch(batch_size, width)
     while waiting or running:
         while waiting and len(running) < batch_size:
             running.append(_Row.start(waiting.popleft()))
@@ -192,15 +142,17 @@ def simulate(
         num_running = len(running)
         num_drafted = sum(int(row.draft.shape[0]) for row, _ in scheduled if row.decoding)
         emitting = [row for row, num_tokens in scheduled if _advance(row, num_tokens)]
-        batch.update([row for row, _ in scheduled])
-        cpu_s = _propose(controller, batch, {id(row) for row in emitting}, learner.model if learner is not None else None)
-        for row in [r for r in emitting if r.num_out >= r.stop_at]:  # replay.is_finished, precomputed
+        done = [row for row in emitting if row.num_out >= row.stop_at]
+        # A batch with free rows has nothing waiting to join: the wave's tail (as the worker sees it).
+        tail = len(scheduled) < batch_size
+        cpu_s = _propose(drafter, emitting, done, learner.model if learner is not None else None, tail)
+        for row in done:
             finished[row.req.id] = row
             running.remove(row)
         num_emitted = sum(row.num_emitted_now for row in emitting)
         log.append((*shape, num_running, num_emitted, num_drafted, len(emitting), cpu_s))
     table = np.asarray(log, dtype=np.float64).reshape(-1, len(LOG_FIELDS))
-    results = [_result(finished[r.id], controller.config) for r in requests]
+    results = [_result(finished[r.id], drafter) for r in requests]
     return Simulation(results, {f: table[:, i] for i, f in enumerate(LOG_FIELDS)})
 
 
@@ -213,10 +165,9 @@ def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, 
         if budget == 0:
             break
         if row.decoding:
-            # Also cut where the reference ends: it runs `lookahead` tokens past max_tokens
-            # for drafts up to K, and a tail draft (up to SpecConfig.k_ceiling) verified past
-            # the stop point only decides tokens that are discarded anyway.
-            row.draft = row.draft[: max(0, min(budget - 1, len(row.greedy) - row.num_out - 1))]
+            # Also cut where the reference ends: past the stop point a draft only decides
+            # tokens that are discarded anyway.
+            row.draft = row.draft[: max(0, min(budget - 1, len(row.reference) - row.num_out - 1))]
             num_tokens = 1 + int(row.draft.shape[0])
         else:
             num_tokens = min(row.prompt_len - row.num_computed, budget)
@@ -245,7 +196,7 @@ def _advance(row: _Row, num_tokens: int) -> bool:
             return False  # prompt not complete yet: nothing sampled
         row.num_out, row.num_accepted_last, row.num_emitted_now = 1, 0, 1
         return True
-    accepted = num_matching(row.draft, row.greedy[row.num_out :])
+    accepted = num_matching(row.draft, row.reference[row.num_out :])
     if row.draft.shape[0]:
         row.drafted.append(int(row.draft.shape[0]))
         row.accepted.append(accepted)
@@ -253,36 +204,32 @@ def _advance(row: _Row, num_tokens: int) -> bool:
     row.num_computed += accepted + 1
     row.num_accepted_last = accepted
     row.num_emitted_now = accepted + 1
-    if row.num_out > len(row.greedy):
-        raise ValueError(f"request {row.req.id}: greedy_tokens too short to replay to the stop point")
+    if row.num_out > len(row.reference):
+        raise ValueError(f"request {row.req.id}: reference_tokens too short to replay to the stop point")
     return True
 
 
-def _propose(controller: Controller, batch: InputBatch, emitting: set[int], cost: StepCostModel | None) -> float:
-    """The proposer call vLLM makes after the step, for the batch's rows (those that
-    emitted tokens draft); returns its thread CPU time."""
+def _propose(drafter: Drafter, emitting: list[_Row], done: list[_Row], cost: StepCostModel | None,
+             tail: bool) -> float:
+    """The drafter call vLLM makes after the step for the rows that emitted tokens, then the
+    finished requests handed back; returns the thread CPU time of both."""
     if not emitting:
         return 0.0
-    sampled = []
-    for i, row in enumerate(batch.rows):
-        if id(row) in emitting:
-            batch.num_tokens[i] = row.prompt_len + row.num_out
-            sampled.append([0] * row.num_emitted_now)  # vLLM's sampled tokens: their number is what counts
-        else:
-            sampled.append([])  # still prefilling
-    # As vLLM's worker sees it (specdec.engines.vllm_proposer): free rows, a wave's tail.
-    tail = len(batch.rows) < batch.max_rows
     started = time.thread_time()
-    drafts, _ = controller.engine_step(batch.req_ids, sampled, batch.num_tokens, batch.token_ids, cost,
-                                       num_prompt_tokens=batch.num_prompt_tokens, tail=tail)
+    drafts = drafter.step_tokens([row.req.id for row in emitting],
+                                 [row.sequence[: row.prompt_len + row.num_out] for row in emitting],
+                                 [row.num_accepted_last for row in emitting], cost,
+                                 num_prompt_tokens=[row.prompt_len for row in emitting], tail=tail)
+    for row in done:
+        drafter.finish(row.req.id)
     cpu_s = time.thread_time() - started
-    for row, draft in zip(batch.rows, drafts, strict=True):
-        if id(row) in emitting:
-            row.draft = np.array(draft, dtype=np.int64)
+    for row, draft in zip(emitting, drafts, strict=True):
+        row.draft = np.asarray(draft, dtype=np.int64)
     return cpu_s
 
 
-def _result(row: _Row, config: SpecConfig) -> ReplayResult:
-    output = truncated_output(row.greedy, row.num_out, row.req)
-    stats = request_stats(len(output), row.drafted, row.accepted, config.k_ceiling, config.speculative)
+def _result(row: _Row, drafter: Drafter) -> ReplayResult:
+    output = [int(t) for t in row.reference[: row.stop_at]]
+    stats = request_stats(len(output), row.drafted, row.accepted, drafter.config.k_ceiling,
+                          drafter.config.speculative)
     return ReplayResult(row.req.id, output, row.drafted, row.accepted, stats)

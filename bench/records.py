@@ -1,4 +1,5 @@
-"""One benchmark result row, for both engines (replay and real vLLM)."""
+"""The records `specdec bench --json` writes: one per method, K, batch size (and cost model),
+for the replay, the real engine and the projection. `specdec store-bench` reads them."""
 
 from __future__ import annotations
 
@@ -48,10 +49,6 @@ class BenchRecord:
     decode_speedup_vs_none: float | None = None
     decode_speedup_min: float | None = None
     decode_speedup_max: float | None = None
-    # Decode, to the same engine with drafting off in the same round (`specdec[no-drafts]`).
-    decode_speedup_vs_no_drafts: float | None = None
-    decode_speedup_vs_no_drafts_min: float | None = None
-    decode_speedup_vs_no_drafts_max: float | None = None
     # The workload (Workload): greedy, or sampled; the epoch measured.
     temperature: float = 0.0
     samples: int = 1
@@ -71,7 +68,7 @@ class BenchRecord:
 @dataclasses.dataclass(frozen=True)
 class ProjectionRecord:
     """One method at one K and batch size, replayed in batches and priced by a cost model
-    (specdec/bench/projection.py). Not a measurement: acceptance from the bundled model's
+    (bench/projection.py). Not a measurement: acceptance from the bundled model's
     greedy or sampled outputs, step times from `cost_model`."""
 
     method: str

@@ -1,8 +1,6 @@
-"""vLLM's built-in `suffix` method as a `Proposer`, so the replay simulator can score suffix
-decoding without the engine.
-
-It drives arctic-inference's `SuffixDecodingCache` (built by scripts/install.sh from packaging/suffix_tree)
-the way `vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults:
+"""vLLM's built-in `suffix` method as a per-request proposer, so the replay can score suffix
+decoding without the engine. It drives arctic-inference's `SuffixDecodingCache` the way
+`vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults:
 
 - the first time a request is seen (the step after its prefill, when it has exactly one
   output token) its prompt starts a per-request tree (`start_request`; a response still
@@ -24,6 +22,8 @@ part of the response in vLLM too; the replay passes them the same way.
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
 # vLLM's SpeculativeConfig defaults (suffix_decoding_*); tests check they still match.
@@ -34,6 +34,11 @@ VLLM_MAX_SPEC_OFFSET = 0.0  # arctic's default; vLLM does not pass one
 VLLM_MIN_TOKEN_PROB = 0.1
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def arctic_available() -> bool:
+    """arctic-inference's suffix tree is installed (scripts/install.sh builds it)."""
+    return importlib.util.find_spec("arctic_inference") is not None
 
 
 class ArcticSuffixProposer:
