@@ -16,7 +16,7 @@ from specdec.drafting import live_text
 from specdec.drafting.confidence import shared_bucket
 from specdec.drafting.hybrid import HybridProposer
 from specdec.drafting.suffix_cache import SuffixTrieCache
-from specdec.engines.replay import num_matching
+from bench.replay import num_matching
 
 RNG = np.random.default_rng(0)
 PROMPT = RNG.permutation(np.arange(100, 200))[:10].tolist()  # no token twice: no own-text match

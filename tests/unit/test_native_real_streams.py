@@ -10,10 +10,10 @@ import re
 import numpy as np
 import pytest
 
+from bench.replay import ReplayRequest, replay
 from specdec.config import SpecConfig
-from specdec.controller import DraftController
+from specdec.controller import DraftController, make_controller
 from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
-from specdec.engines.replay import ReplayRequest, replay
 
 
 # -- real token streams ------------------------------------------------------------------
@@ -55,7 +55,7 @@ def test_replay_on_real_streams_is_identical(real_texts, dataset, k_max, budget)
     results = {}
     for drafter in ("python", "native"):
         cfg = SpecConfig(method="specdec", k_max=k_max, drafter=drafter, cache_max_tokens=budget)
-        results[drafter] = replay(requests, cfg)
+        results[drafter] = replay(requests, make_controller(cfg))
     for want, got in zip(results["python"], results["native"], strict=True):
         assert (got.per_step_drafted, got.per_step_accepted) == (want.per_step_drafted, want.per_step_accepted), want.id
     assert sum(sum(r.per_step_accepted) for r in results["native"]) > 0  # it did draft

@@ -9,20 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import command, reference, throughput
-from bench.projection import project, projected_methods
+from bench import compare, throughput
+from bench.cost_models import h100_llama3_8b
+from bench.methods import all_methods
+from bench.projection import project
 from bench.records import Workload
 from bench.reference import (
     LOOKAHEAD, SampledWorkload, epoch_seed, reference_path, replay_id, sampled_reference, sampled_requests,
 )
-from bench.replay_bench import builtin_methods, run_replay
-from bench.cost_models import h100_llama3_8b
+from bench.replay import ReplayRequest
+from bench.replay_bench import run_replay
 from specdec.config import EngineConfig
 from specdec.engines import vllm_engine
-from specdec.engines.replay import ReplayRequest
 from specdec.sampling_seeds import sample_seed
 from specdec.stats import request_stats
 from specdec.types import GenerationRequest, GenerationResult
+from support.bench_cli import specdec_main
 from support.recording_engine import RecordingEngine
 
 ROWS = [GenerationRequest(f"p{i}", (1, 2, 3, i), 5) for i in range(3)]
@@ -113,7 +115,7 @@ def copying_epochs(num_epochs, n=8, seed=0):
 
 def test_replay_measures_only_the_last_epoch_with_the_state_the_earlier_ones_left():
     first, second = copying_epochs(2)
-    methods = builtin_methods()
+    methods = all_methods()
     cold, _ = run_replay(methods["specdec"], second, 4, "d")
     warm, results = run_replay(methods["specdec"], second, 4, "d", [first], Workload(0.8, 1, 2))
     assert [r.id for r in results] == [r.id for r in second] and warm.num_requests == len(second)
@@ -121,13 +123,11 @@ def test_replay_measures_only_the_last_epoch_with_the_state_the_earlier_ones_lef
     assert (warm.temperature, warm.samples, warm.epoch) == (0.8, 1, 2) and "1 earlier epoch" in warm.started_from
     none_warm, _ = run_replay(methods["none"], second, 4, "d", [first])
     assert none_warm.num_output_tokens == cold.num_output_tokens  # the same epoch measured
-    with pytest.raises(ValueError):
-        run_replay(methods["specdec[warm]"], second, 4, "d", [first])
 
 
 def test_projection_prices_only_the_last_epoch_and_keeps_every_methods_state():
     first, second = copying_epochs(2)
-    methods = [m for name, m in projected_methods().items() if name in ("none", "specdec", "oracle")]
+    methods = [m for name, m in all_methods().items() if name in ("none", "specdec", "oracle")]
     costs = [h100_llama3_8b()]
     cold = {r.method: r for r in project(second, "d", methods, [4], [4], costs, 4096)}
     warm = {r.method: r for r in project(second, "d", methods, [4], [4], costs, 4096, warmup_epochs=[first],
@@ -157,7 +157,7 @@ def test_real_engine_rounds_generate_earlier_epochs_after_the_cold_start_and_tim
     first, second = sampled_requests(rows, WORKLOAD, 1), sampled_requests(rows, WORKLOAD, 2)
     specs = throughput.engine_methods(4)
     records = throughput.run_rounds({n: specs[n] for n in ("none", "specdec")}, EngineConfig(max_model_len=2048),
-                                    second, [GenerationRequest("w", (4, 5), 4)], [8], 2, "d", True, min_prompts=8,
+                                    second, [GenerationRequest("w", (4, 5), 4)], [8], 2, "d", min_prompts=8,
                                     sampling=WORKLOAD.sampling, warmup_epochs=[first], workload=Workload(0.8, 4, 2))
     engine = next(e for e in RecordingEngine.started if e.spec.method == "specdec")
     events = [e[1:] for e in RecordingEngine.log if e[0] == engine.serial]
@@ -176,16 +176,15 @@ def test_real_engine_rounds_generate_earlier_epochs_after_the_cold_start_and_tim
 
 
 def test_bench_options_reach_the_reference_and_the_records(tmp_path, monkeypatch, capsys):
-    from specdec.cli import main
-
+    main = specdec_main(monkeypatch)
     asked = {}
 
     def fake_reference(requests, tokenizer, engine_cfg, params, epochs, row_samples=()):
         asked.update(temperature=params.temperature, samples=params.samples, top_p=params.top_p, epochs=epochs,
-                     workload=command.sampled_workload(params, row_samples))
+                     workload=compare.sampled_workload(params, row_samples))
         return copying_epochs(epochs, n=6)
 
-    monkeypatch.setattr(command, "_reference", fake_reference)
+    monkeypatch.setattr(compare, "_reference", fake_reference)
     out = tmp_path / "bench.json"
     argv = ["bench", "--engine", "replay", "--input", "humaneval", "--limit", "2", "--k", "2", "--batch-sizes", "1,4",
             "--methods", "oracle,specdec", "--cost", "h100-llama3-8b", "--temperature", "0.8", "--samples", "8",
@@ -221,9 +220,9 @@ def test_a_rows_own_samples_win_over_the_workloads():
 
 
 def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeypatch, capsys):
-    from specdec.cli import main
     from support.shards import write_shard
 
+    main = specdec_main(monkeypatch)
     shard = write_shard(tmp_path / "prompts" / "rows.parquet", [
         {"id": "own", "prompt": "def add(a, b):", "samples": 3},
         {"id": "run", "prompt": "def sub(a, b):", "samples": None},
@@ -232,14 +231,14 @@ def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeyp
     asked = {}
 
     def fake_reference(requests, tokenizer, engine_cfg, params, epochs, row_samples=()):
-        workload = command.sampled_workload(params, row_samples)
+        workload = compare.sampled_workload(params, row_samples)
         asked.update(rows=[r.id for r in requests], workload=workload)
         if workload is None:
             return [[ReplayRequest(r.id, r.prompt_token_ids, [1, 2, 3], 3, frozenset()) for r in requests]]
         return [[ReplayRequest(replay_id(r.id, r.sample), r.prompt_token_ids, [1, 2, 3], 3, frozenset())
                  for r in sampled_requests(requests, workload, 1)]]
 
-    monkeypatch.setattr(command, "_reference", fake_reference)
+    monkeypatch.setattr(compare, "_reference", fake_reference)
     argv = ["bench", "--engine", "replay", "--input", str(shard), "--k", "2", "--methods", "none"]
     assert main(argv + ["--temperature", "0.8", "--samples", "2", "--json", str(tmp_path / "b.json")]) == 0
     # one request per row reaches the reference; the row's own samples travel in the workload
@@ -259,13 +258,3 @@ def test_plots_name_the_workload():
     assert workload_label([{"engine": "replay"}]) == ""  # greedy records, as before
     assert workload_label([{"temperature": 0.8, "samples": 8, "epoch": 2}]) == ", T=0.8, 8 samples, epoch 2"
     assert workload_label([{"temperature": 0.0, "samples": 1, "epoch": 2}]) == ", greedy, epoch 2"
-
-
-def test_sampled_references_are_generated_in_calls_that_never_chunk_a_prefill():
-    from bench.reference import unchunked_calls
-
-    requests = [GenerationRequest(f"p{i}", (1,) * n, 4) for i, n in enumerate([30, 50, 20, 90, 10, 10, 10, 120])]
-    calls = unchunked_calls(requests, max_num_seqs=3, token_budget=100)
-    assert [r for call in calls for r in call] == requests  # in order, every request once
-    assert [[len(r.prompt_token_ids) for r in call] for call in calls] == [[30, 50, 20], [90, 10], [10, 10], [120]]
-    assert all(len(c) <= 3 for c in calls)

@@ -54,7 +54,7 @@ def test_the_batched_replay_passes_the_tail_as_vllms_worker_sees_it(batch_size, 
     always has a free row, so under a cheap step it drafts up to the tail ceiling."""
     from bench.batched_replay import SimulatedStepTimer, simulate
     from specdec.controller import make_controller
-    from specdec.engines.replay import ReplayRequest
+    from bench.replay import ReplayRequest
 
     text = REPEATING.tolist()
     request = ReplayRequest("r", text[:24], text[24:] * 2, 40)
