@@ -25,10 +25,9 @@ import numpy as np
 
 from bench.drafters import Drafter
 from bench.replay import ReplayRequest, ReplayResult, num_matching, stop_point
-from specdec.budget import StepCost, StepCostModel, StepSample
 from specdec.engines.calibration import STEPS, calibration_runs
-from specdec.engines.step_timing import StepTimer
 from specdec.stats import request_stats
+from specdec.step_cost import StepCost, StepCostModel, StepSample, StepTimer
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

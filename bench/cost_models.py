@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specdec.budget import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
+from specdec.step_cost import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 
 # vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py):

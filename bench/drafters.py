@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from specdec.config import SpecConfig
-from specdec.controller import make_controller
+from specdec.controller import DraftController
 
 
 class Drafter(Protocol):
@@ -39,7 +39,7 @@ class Proposer(Protocol):
 
 def specdec_drafter(config: SpecConfig) -> Drafter:
     """specdec's compiled controller and drafter, as the engine's worker runs them."""
-    return make_controller(config)
+    return DraftController(config)
 
 
 class FixedK:

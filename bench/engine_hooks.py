@@ -11,7 +11,7 @@ from specdec.config import ConfigError, SpecConfig
 from specdec.engines import calibration, vllm_proposer
 from specdec.engines.vllm_engine import VllmEngine
 from bench.vllm_metrics import SpecCounters, read_spec_counters
-from specdec.budget import PrefillSample, StepSample
+from specdec.step_cost import PrefillSample, StepSample
 
 
 def rebind(engine: VllmEngine, spec: SpecConfig) -> None:

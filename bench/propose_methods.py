@@ -2,16 +2,13 @@
 
 A runner sees what vLLM hands a drafter every step: `token_ids` ([num_rows, width] int32,
 vLLM's `token_ids_cpu`) and `lengths` ([num_rows], `num_tokens_no_spec`); specdec's runners
-also each row's prompt length (vLLM's `num_prompt_tokens`: prompt groups and the live index). `start` makes the
-first proposal of every request (indexes prompts; not timed), `step` is one engine step for
-the whole batch after each request gained one token.
+also each row's prompt length (vLLM's `num_prompt_tokens`). `start` makes the first proposal
+of every request (not timed), `step` is one engine step for the whole batch after each
+request gained one token.
 
-- `specdec-worker`: what specdec costs per step in vLLM's worker, all of it: the proposer
-  call vLLM makes (`SpecdecVllmProposer.propose`) through the compiled controller and
-  drafter, with the batch budget and its step timer on (per-request K, traces, budget
-  allocation, clean-step timing and the step-cost fit);
-- `specdec-native`: the compiled drafter alone, one `feedback_batch` + one `propose_batch`
-  per step;
+- `specdec-worker`: what specdec costs per step in vLLM's worker, all of it: the proposer call
+  vLLM makes (`SpecdecVllmProposer.propose`), batch budget and step timer on;
+- `specdec-controller`: the controller's `step_tokens` (the replay's call), no budget;
 - `suffix-arctic`: arctic-inference's suffix cache as vLLM's `suffix` method drives it (where
   installed);
 - `ngram-vllm`: vLLM's own n-gram proposer class (numba), prompt lookup 2..5.
@@ -24,42 +21,40 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specdec.budget import StepCost
 from specdec.config import SpecConfig
-from specdec.drafting.base import TokenRows
-from specdec.drafting.native import NativeHybridProposer
+from specdec.controller import DraftController
+from specdec.step_cost import StepCost
 
 # Verification nearly free: the budget keeps every draft (its costly path).
 FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=1e-5)
-METHODS = ("specdec-worker", "specdec-native", "suffix-arctic", "ngram-vllm")
+METHODS = ("specdec-worker", "specdec-controller", "suffix-arctic", "ngram-vllm")
 
 
-class SpecdecRunner:
-    """Our compiled drafter behind the batch interface, as the controller calls it."""
+def fill_controller_cache(controller: DraftController, sequences: Sequence[np.ndarray]) -> None:
+    for i, seq in enumerate(sequences):
+        controller.drafter.cache.insert(f"done-{i}", np.ascontiguousarray(seq, dtype=np.int32))
 
-    def __init__(self, drafter, k: int, num_rows: int, prompt_len: int | None = None) -> None:  # a BatchProposer
-        self.drafter = drafter
-        self.prompt_lens = None if prompt_len is None else [prompt_len] * num_rows
+
+class ControllerRunner:
+    """specdec's controller as the replay calls it: one `step_tokens` for the batch."""
+
+    def __init__(self, k: int, num_rows: int, cache_tokens: int, prompt_len: int | None = None) -> None:
+        self.controller = DraftController(SpecConfig(method="specdec", k_max=k, budget=False,
+                                                     cache_max_tokens=max(cache_tokens, 1) * 2))
         self.ids = [f"r{i}" for i in range(num_rows)]
-        self.ks = np.full(num_rows, k, dtype=np.int64)
-        self.last = np.zeros(num_rows, dtype=np.int64)  # draft lengths of the previous step
-        self.none_accepted = np.zeros(num_rows, dtype=np.int64)
-        self.rows = np.arange(num_rows)
+        self.prompt_lens = None if prompt_len is None else [prompt_len] * num_rows
+        self.accepted = [0] * num_rows  # every draft rejected
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
-        cache = self.drafter.cache
-        for i, seq in enumerate(sequences):
-            cache.insert(f"done-{i}", seq)
+        fill_controller_cache(self.controller, sequences)
 
     def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
         self.step(token_ids, lengths)
 
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
-        self.drafter.feedback_batch(self.ids, self.last, self.none_accepted)  # every draft rejected
-        rows = TokenRows(token_ids, lengths, self.rows)
-        batch = self.drafter.propose_batch(self.ids, rows, self.ks, self.prompt_lens)
-        self.last = batch.lengths
-        return int(self.last.sum())
+        rows = [token_ids[i, :n] for i, n in enumerate(lengths.tolist())]
+        drafts = self.controller.step_tokens(self.ids, rows, self.accepted, num_prompt_tokens=self.prompt_lens)
+        return sum(int(d.shape[0]) for d in drafts)
 
 
 class WorkerRunner:
@@ -83,15 +78,9 @@ class WorkerRunner:
         self.proposer.timer.model = FREE
         self.sampled = [[0]] * num_rows
 
-    @property
-    def cache(self):
-        controller = self.proposer.controller
-        assert controller is not None
-        return controller.proposer.cache
-
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
-        for i, seq in enumerate(sequences):
-            self.cache.insert(f"done-{i}", seq)
+        assert self.proposer.controller is not None
+        fill_controller_cache(self.proposer.controller, sequences)
 
     def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
         self.step(token_ids, lengths)
@@ -113,7 +102,14 @@ class ArcticRunner:
         self.k = k
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
-        add_finished_to_arctic(self.proposer.cache, sequences)
+        """Finished requests into arctic's global tree the way vLLM's adapter does it: the
+        prompt (here the first token) starts the request, each new token is added, then it stops."""
+        cache = self.proposer.cache
+        for i, seq in enumerate(sequences):
+            cache.start_request(f"done-{i}", np.ascontiguousarray(seq[:1], dtype=np.int32))
+            for tok in seq[1:].tolist():
+                cache.add_active_response(f"done-{i}", [tok])
+            cache.stop_request(f"done-{i}")
 
     def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
         self.step(token_ids, lengths)
@@ -121,17 +117,6 @@ class ArcticRunner:
     def step(self, token_ids: np.ndarray, lengths: np.ndarray) -> int:
         propose = self.proposer.propose
         return sum(propose(r, token_ids[i, :n], self.k).shape[0] for i, (r, n) in enumerate(zip(self.ids, lengths.tolist())))
-
-
-def add_finished_to_arctic(cache, sequences: Sequence[np.ndarray], prefix: str = "done") -> None:
-    """Finished requests into arctic's global tree the way vLLM's adapter does it: the prompt
-    (here the first token) starts the request, each step's new token is added, then it stops."""
-    for i, seq in enumerate(sequences):
-        req_id = f"{prefix}-{i}"
-        cache.start_request(req_id, np.ascontiguousarray(seq[:1], dtype=np.int32))
-        for tok in seq[1:].tolist():
-            cache.add_active_response(req_id, [tok])
-        cache.stop_request(req_id)
 
 
 class VllmNgramRunner:
@@ -164,11 +149,10 @@ class VllmNgramRunner:
 def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: int, prompt_len: int | None = None):
     """A fresh runner for `method` (its cache budget holds `cache_tokens` twice over); specdec's
     are told that each row's first `prompt_len` tokens are its prompt (None: unknown)."""
-    budget = max(cache_tokens, 1) * 2
-    if method == "specdec-native":
-        return SpecdecRunner(NativeHybridProposer(budget, n_min=1, n_max=16), k, num_rows, prompt_len)
     if method == "specdec-worker":
         return WorkerRunner(k, num_rows, cache_tokens, prompt_len)
+    if method == "specdec-controller":
+        return ControllerRunner(k, num_rows, cache_tokens, prompt_len)
     if method == "suffix-arctic":
         return ArcticRunner(k, num_rows)
     if method == "ngram-vllm":

@@ -27,7 +27,7 @@ import numpy as np
 from bench.propose_methods import METHODS, make_runner
 from bench.suffix_baseline import arctic_available
 from bench.token_streams import VOCAB, finished_requests, request_buffer
-from specdec.engines.step_timing import REFIT_EVERY, REFIT_ROWS
+from specdec.step_cost import REFIT_EVERY, REFIT_ROWS
 
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 

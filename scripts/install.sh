@@ -81,7 +81,7 @@ fi
 # default): its own distribution, rebuilt when its sources change. Unlike the suffix tree it is
 # required: without it specdec refuses to start unless --drafter python is given.
 native_stamp="$VENV/.specdec-native"
-native_check="from specdec.drafting.native import load_core; load_core()"
+native_check="from specdec.native import load_core; load_core()"
 if [ "$(cat "$native_stamp" 2>/dev/null)" != "$native_hash" ] \
   || ! "$VENV/bin/python" -c "$native_check" 2>/dev/null; then
   rm -f "$native_stamp"

@@ -4,6 +4,6 @@ The core library: no Prefect, no DuckDB (the pipeline joins its CLI through the 
 group `specdec.commands`). docs/internals.md describes the shape of the project.
 """
 
-from specdec.config import SpecConfig, PolicyConfig, EngineConfig
+from specdec.config import EngineConfig, SpecConfig
 
-__all__ = ["SpecConfig", "PolicyConfig", "EngineConfig"]
+__all__ = ["SpecConfig", "EngineConfig"]

@@ -1,4 +1,5 @@
-"""The one parameter model: every generation parameter and its default, written once.
+"""The one parameter model: every generation parameter users set (the engine's and the
+drafter's defaults are written once, in specdec.config, and taken from there).
 
 `specdec generate`, `specdec bench`, the pipeline's `specdec run` and the Prefect flow all
 take their options from `GenerationParams` (command-line options are derived from its
@@ -10,23 +11,26 @@ content, never by path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+import dataclasses
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from specdec.config import ConfigError, EngineConfig, Method, SpecConfig, config_hash
+from specdec import models
 from specdec.types import SamplingOptions
 
-if TYPE_CHECKING:  # specdec.config takes its defaults from this module
-    from specdec.config import EngineConfig, SpecConfig
-
-Method = Literal["none", "ngram", "suffix", "draft", "specdec"]
 PromptFormat = Literal["chat", "raw"]
-DrafterKind = Literal["native", "python"]
 
 SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec")
 # Most samples per prompt (the run's setting and a row's own `samples`): far beyond any use,
 # low enough that one row cannot ask for millions of requests.
 SAMPLES_LIMIT = 1024
+
+
+def _default(config: type, name: str) -> Any:
+    """The default `config` (SpecConfig or EngineConfig) gives field `name`: written there once."""
+    return {f.name: f.default for f in dataclasses.fields(config)}[name]
 
 
 def decides_output(description: str, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -40,33 +44,30 @@ class GenerationParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str | None = Field(None, **decides_output(
+    model: str | None = Field(_default(EngineConfig, "model"), **decides_output(
         "Hugging Face model folder (default: the bundled SmolLM2-135M-Instruct)"))
-    method: Method = Field("specdec", **decides_output(
+    method: Method = Field(_default(SpecConfig, "method"), **decides_output(
         "speculation: specdec (ours), ngram (vLLM's prompt lookup), suffix, draft, none"))
-    k_max: int = Field(4, ge=1, le=64, **decides_output("most draft tokens per step", SPECULATIVE))
-    ngram_min: int = Field(2, ge=1, **decides_output("ngram: shortest match looked up", ("ngram",)))
-    ngram_max: int = Field(5, ge=1, **decides_output("ngram: longest match looked up", ("ngram",)))
+    k_max: int = Field(_default(SpecConfig, "k_max"), ge=1, le=64, **decides_output(
+        "most draft tokens per step", SPECULATIVE))
+    ngram_min: int = Field(_default(SpecConfig, "ngram_min"), ge=1, **decides_output(
+        "ngram: shortest match looked up", ("ngram",)))
+    ngram_max: int = Field(_default(SpecConfig, "ngram_max"), ge=1, **decides_output(
+        "ngram: longest match looked up", ("ngram",)))
     draft_model: str | None = Field(None, **decides_output(
         "draft: model folder with the target's tokenizer", ("draft",)))
-    tail_k_max: int | None = Field(None, ge=1, le=64, **decides_output(
+    tail_k_max: int | None = Field(_default(SpecConfig, "tail_k_max"), ge=1, le=64, **decides_output(
         "specdec with its budget: most draft tokens per step once the batch has free rows (a "
         "wave's tail: nothing waiting, so a row's remaining steps decide when the wave ends); "
         "the engine verifies up to this many; default 2 x k_max, at most 64", ("specdec",)))
-    budget: bool = Field(True, **decides_output(
+    budget: bool = Field(_default(SpecConfig, "budget"), **decides_output(
         "specdec: size drafts by the measured cost of verifying them", ("specdec",)))
-    # Both implementations draft the same tokens (tests check it), so this never decides the
-    # output: it is recorded with the run (recorded_config's params) but kept out of the hash.
-    drafter: DrafterKind = Field("native", description=(
-        "specdec: the drafting implementation; native: the compiled core (specdec_native, built "
-        "by make setup; start-up fails without it), python: the reference (same drafts, slower)"))
-    cache_file: str | None = Field(None, description=(
+    cache_file: str | None = Field(_default(SpecConfig, "cache_file"), description=(
         "specdec: load the cross-request draft cache from this file when it exists and save it "
         "back after each generate call"))
-    cache_max_tokens: int = Field(4_000_000, ge=1, description=(
+    cache_max_tokens: int = Field(_default(SpecConfig, "cache_max_tokens"), ge=1, description=(
         "specdec: memory bound of the cross-request cache, in cached tokens (whole oldest "
-        "sequences are evicted beyond it; the compiled drafter needs under 64 bytes per token, "
-        "the Python reference far more)"))
+        "sequences are evicted beyond it; under 64 bytes per token)"))
     prompt_format: PromptFormat = Field("chat", **decides_output(
         "chat: a plain prompt is asked as one user turn through the model's chat template "
         "(when it has one); raw: the prompt text is completed as it is"))
@@ -81,15 +82,17 @@ class GenerationParams(BaseModel):
     samples: int = Field(1, ge=1, le=SAMPLES_LIMIT, **decides_output(
         "completions per prompt, each with its own seed (a row's own samples wins); above 1 "
         "needs temperature > 0"))
-    dtype: str = Field("float32", **decides_output(
+    dtype: str = Field(_default(EngineConfig, "dtype"), **decides_output(
         "weights and activations; float32 on CPUs (bf16 has no fast kernel on AVX2), auto on GPUs"))
-    batch_size: int = Field(16, ge=1, le=4096, description="most requests running at once")
+    batch_size: int = Field(_default(EngineConfig, "max_num_seqs"), ge=1, le=4096,
+                            description="most requests running at once")
     max_model_len: int | None = Field(None, ge=16, description=(
         "longest prompt + completion in tokens (default: the model's own context, lowered to "
         "what the KV cache holds)"))
-    kv_cache_gib: float = Field(2.0, gt=0.0, description="KV-cache memory in GiB")
-    enforce_eager: bool = Field(True, description="skip vLLM's compilation (starts in ~25 s on CPU)")
-    reserved_cpus: int | None = Field(None, ge=0, description=(
+    kv_cache_gib: float = Field(_default(EngineConfig, "kv_cache_gib"), gt=0.0, description="KV-cache memory in GiB")
+    enforce_eager: bool = Field(_default(EngineConfig, "enforce_eager"),
+                                description="skip vLLM's compilation (starts in ~25 s on CPU)")
+    reserved_cpus: int | None = Field(_default(EngineConfig, "reserved_cpus"), ge=0, description=(
         "CPU cores vLLM-CPU keeps from its compute threads (default: none on machines with at "
         "most 4 CPUs, vLLM's own default elsewhere)"))
     stall_timeout_s: float = Field(600.0, gt=0.0, description=(
@@ -98,8 +101,6 @@ class GenerationParams(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "GenerationParams":
-        from specdec.config import ConfigError
-
         if self.samples > 1 and self.temperature == 0:
             raise ValueError(f"samples={self.samples} with temperature=0: greedy decoding gives every "
                              "sample the same completion; set temperature > 0 or samples=1")
@@ -110,18 +111,14 @@ class GenerationParams(BaseModel):
         return self
 
     def spec_config(self) -> SpecConfig:
-        from specdec.config import SpecConfig
-
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
             draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file, tail_k_max=self.tail_k_max,
-            cache_max_tokens=self.cache_max_tokens, drafter=self.drafter,
+            cache_max_tokens=self.cache_max_tokens,
         )
 
     def engine_config(self, max_model_len: int) -> EngineConfig:
         """The engine's config once the model length is settled (specdec.models.fit_model_len)."""
-        from specdec.config import EngineConfig
-
         return EngineConfig(
             model=self.model, dtype=self.dtype, max_model_len=max_model_len,
             kv_cache_gib=self.kv_cache_gib, enforce_eager=self.enforce_eager,
@@ -133,20 +130,13 @@ class GenerationParams(BaseModel):
 
     def output_config(self) -> dict[str, Any]:
         """The fields that decide the output, models by content (hashed, recorded with results)."""
-        from specdec.config import PolicyConfig
-        from specdec.models import model_digest
-
         decided = {name: getattr(self, name) for name in output_fields(type(self), self.method)}
-        decided["model"] = model_digest(self.model)
+        decided["model"] = models.model_digest(self.model)
         if "draft_model" in decided:
-            decided["draft_model"] = model_digest(self.draft_model)
-        if self.method == "specdec":
-            decided["policy"] = PolicyConfig().__dict__
+            decided["draft_model"] = models.model_digest(self.draft_model)
         return decided
 
     def config_hash(self) -> str:
-        from specdec.config import config_hash
-
         return config_hash(self.output_config())
 
     def recorded_config(self) -> dict[str, Any]:

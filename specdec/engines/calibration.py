@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from specdec.budget import PrefillSample, StepSample
+from specdec.step_cost import PrefillSample, StepSample
 from specdec.config import EngineConfig, config_hash
 from specdec.engines import vllm_proposer
 from specdec.models import specdec_home

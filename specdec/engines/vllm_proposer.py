@@ -4,8 +4,7 @@ vLLM constructs `SpecdecVllmProposer(vllm_config)` in the worker and calls `prop
 every step with one row per running request. It does not pass request ids, so the engine
 adapter binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
 SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer`).
-Each step is one call to the controller (`engine_step`; specdec's own drafter runs under the
-compiled controller, specdec/native_controller.py). Finished requests are noticed when they
+Each step is one call to the controller (`engine_step`, specdec/controller.py). Finished requests are noticed when they
 leave the batch (the last ones of a generate call at the next call's first step, or when the
 cache is saved) and their tokens go into the cross-request cache (their output into their
 prompt's history). Each row's prompt length (the input batch's `num_prompt_tokens`) tells the
@@ -15,7 +14,7 @@ worker.
 
 With `SpecConfig.budget` the controller also hands back the shape and time of every clean
 step, which `StepTimer` fits, and the batch's drafts are capped by that step-cost model
-(specdec.budget). The adapter calibrates the model at start-up by running a few steps with
+(specdec.step_cost). The adapter calibrates the model at start-up by running a few steps with
 forced drafts of known length (`forced_k`).
 """
 
@@ -27,10 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from specdec.budget import StepCost, StepSample
 from specdec.config import SpecConfig
-from specdec.controller import Controller, make_controller
-from specdec.engines.step_timing import StepTimer
+from specdec.controller import DraftController
+from specdec.step_cost import StepCost, StepSample, StepTimer
 
 CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
 # vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
@@ -41,9 +39,10 @@ class SpecdecVllmProposer:
     """vLLM custom proposer: specdec's drafts, one controller call per step."""
 
     def __init__(self, vllm_config: Any) -> None:
-        self.k_engine = int(vllm_config.speculative_config.num_speculative_tokens)  # drafts never exceed it
+        # vLLM's K: the SpecConfig's k_ceiling it was started with (drafts never exceed it)
+        self.k_ceiling = int(vllm_config.speculative_config.num_speculative_tokens)
         self.max_num_seqs = int(vllm_config.scheduler_config.max_num_seqs)
-        self.controller: Controller | None = None
+        self.controller: DraftController | None = None
         self.input_batch: Any = None
         self.budget = False
         self.timer = StepTimer()
@@ -55,12 +54,12 @@ class SpecdecVllmProposer:
 
     def bind(self, input_batch: Any, config: SpecConfig, tokenizer: str | None = None) -> str | None:
         """Returns a warning when the cache file could not be used (the cache starts empty)."""
-        if config.k_ceiling > self.k_engine:
-            raise ValueError(f"SpecConfig.k_ceiling={config.k_ceiling} > vLLM K={self.k_engine}")
+        if config.k_ceiling > self.k_ceiling:
+            raise ValueError(f"SpecConfig.k_ceiling={config.k_ceiling} > vLLM K={self.k_ceiling}")
         self.input_batch = input_batch
         if not hasattr(input_batch, "num_prompt_tokens"):
             log.warning("specdec: the input batch has no num_prompt_tokens: drafting without prompt groups or history")
-        self.controller = make_controller(config, tokenizer=tokenizer)
+        self.controller = DraftController(config, tokenizer)
         self.budget = config.budget
         return self.controller.cache_warning
 
@@ -120,7 +119,7 @@ def reset_proposer(worker: Any) -> bool:
     drafter = _drafter(worker)
     if drafter is None or drafter.controller is None:
         return False
-    drafter.controller = make_controller(drafter.controller.config, tokenizer=drafter.controller.tokenizer)
+    drafter.controller = DraftController(drafter.controller.config, drafter.controller.tokenizer)
     return True
 
 

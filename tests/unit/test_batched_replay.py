@@ -14,9 +14,9 @@ from bench.cost_models import CostModel, from_json, h100_llama3_8b, resolve
 from bench.drafters import FixedK, NullProposer, specdec_drafter
 from bench.pricing import DraftCost, price
 from bench.replay import ReplayRequest, replay
-from specdec.budget import StepCost
 from specdec.config import ConfigError, SpecConfig
-from specdec.drafting.ngram import NgramProposer
+from specdec.step_cost import StepCost
+from support.replay_requests import Lookup
 
 
 class ScriptedProposer:
@@ -87,7 +87,7 @@ def as_requests(raw, stop: frozenset[int] = frozenset()) -> list[ReplayRequest]:
 def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec, stop):
     reqs = as_requests(raw, frozenset(stop))  # with a stop token, outputs end at its first occurrence
     make = (lambda: specdec_drafter(SpecConfig(method="specdec", k_max=k))) if specdec else (
-        lambda: controller(k, NgramProposer(1, 4)))
+        lambda: controller(k, Lookup(1, 4)))
     expected = replay(reqs, make())
     got = simulate(reqs, make(), batch_size=1, max_batched_tokens=8).results
     assert [(r.output_token_ids, r.per_step_drafted, r.per_step_accepted, r.stats) for r in got] == [
@@ -99,7 +99,7 @@ def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec
 @given(raw=requests_strategy, k=st.integers(1, 6), batch_size=st.integers(1, 7), budget=st.integers(1, 30))
 def test_any_batch_and_token_budget_gives_the_greedy_outputs_once_each(raw, k, batch_size, budget):
     reqs = as_requests(raw)
-    sim = simulate(reqs, controller(k, NgramProposer(1, 4)), batch_size, budget)
+    sim = simulate(reqs, controller(k, Lookup(1, 4)), batch_size, budget)
     assert [r.id for r in sim.results] == [r.id for r in reqs]
     assert [r.output_token_ids for r in sim.results] == [list(r.reference_tokens[: r.max_tokens]) for r in reqs]
     assert sim.log["num_running"].max() <= min(batch_size, len(reqs))
@@ -113,8 +113,8 @@ def test_any_batch_and_token_budget_gives_the_greedy_outputs_once_each(raw, k, b
 def test_stateless_drafter_decides_the_same_whatever_the_batch():
     rng = np.random.default_rng(0)
     reqs = [ReplayRequest(f"r{i}", rng.integers(0, 4, 10).tolist(), rng.integers(0, 4, 40).tolist(), 30) for i in range(9)]
-    one = simulate(reqs, controller(3, NgramProposer(1, 3)), 1, 64).results
-    many = simulate(reqs, controller(3, NgramProposer(1, 3)), 4, 64).results
+    one = simulate(reqs, controller(3, Lookup(1, 3)), 1, 64).results
+    many = simulate(reqs, controller(3, Lookup(1, 3)), 4, 64).results
     assert [(r.per_step_drafted, r.per_step_accepted) for r in one] == [(r.per_step_drafted, r.per_step_accepted) for r in many]
 
 
@@ -216,7 +216,7 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
     assert all(p < 200 for _, _, p in calibration_runs(16, 4, max_model_len=200))  # no room: short prompts only
     # With those samples a fit tells the KV term from the per-row one, and a drafting row's
     # attention over its context from a drafted token's own cost.
-    from specdec.budget import fit_step_cost
+    from specdec.step_cost import fit_step_cost
 
     true = StepCost(0.02, 0.003, 0.002, 4e-6, 1.5e-6)
     fitted = fit_step_cost(simulated_calibration(true, 4, 64, 4096))
@@ -228,7 +228,7 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
 def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_model_uses_it(tmp_path):
     from bench.cost_models import from_samples
     from bench.batched_replay import simulated_calibration
-    from specdec.budget import PrefillSample, fit_prefill_token_seconds
+    from specdec.step_cost import PrefillSample, fit_prefill_token_seconds
     from specdec.engines.calibration import read_calibration
 
     prefills = [PrefillSample(n, n * t, 0.004 + 2e-5 * n * t) for n, t in ((1, 32), (16, 32), (1, 1024), (4, 512))]

@@ -9,19 +9,15 @@ import itertools
 import numpy as np
 import pytest
 
-from specdec.budget import (
-    AcceptanceEstimate,
-    StepCost,
-    first_draft_thresholds,
-    geometric_gains,
-)
-from specdec.budget import allocate_drafts as allocate_gains
+from oracles.budget import AcceptanceEstimate, first_draft_thresholds, geometric_gains
+from oracles.budget import allocate_drafts as allocate_gains
+from oracles.confidence import NUM_BUCKETS
+from oracles.controller import DraftController as OracleController
+from oracles.hybrid import HybridProposer
+from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
-from specdec.controller import DraftController, contexts_of
-from specdec.drafting.base import TokenRows
-from specdec.drafting.confidence import NUM_BUCKETS
-from specdec.drafting.hybrid import HybridProposer
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from specdec.controller import DraftController
+from specdec.step_cost import StepCost, row_contexts
 
 FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=0.0)
 COMPUTE_BOUND = StepCost(fixed_s=0.0, per_seq_s=0.0, per_token_s=0.01)
@@ -103,6 +99,11 @@ def test_acceptance_estimate_learns_and_forgets():
     assert est.rate(prior=0.5, prior_weight=2.0) < 0.2 < high
 
 
+def step(ctl, rows: list[tuple[str, np.ndarray, int]], cost: StepCost | None = None) -> list[np.ndarray]:
+    """One step of (request id, tokens, accepted) rows through a controller (facade or oracle)."""
+    return ctl.step_tokens([r for r, _, _ in rows], [t for _, t, _ in rows], [a for _, _, a in rows], cost)
+
+
 def _repetitive(n: int = 40) -> np.ndarray:
     return np.array([5, 6, 7, 8] * (n // 4), dtype=np.int64)
 
@@ -110,17 +111,16 @@ def _repetitive(n: int = 40) -> np.ndarray:
 def test_controller_batch_budget_caps_drafts():
     cfg = SpecConfig(method="specdec", k_max=4)
     rows = [("a", _repetitive(), 0), ("b", _repetitive() + 1, 0)]
-    free = DraftController(cfg).step_batch(rows, FREE)
+    free = step(DraftController(cfg), rows, FREE)
     assert [d.tolist() for d in free] == [[5, 6, 7, 8], [6, 7, 8, 9]]
-    bound = DraftController(cfg)
-    drafts = bound.step_batch(rows, COMPUTE_BOUND)
+    drafts = step(DraftController(cfg), rows, COMPUTE_BOUND)
     assert [d.size for d in drafts] == [0, 0]
-    # Without a cost model (replay) the policy's K stands.
-    assert [d.size for d in DraftController(cfg).step_batch(rows)] == [4, 4]
+    # Without a cost model (replay) every row drafts up to k_max.
+    assert [d.size for d in step(DraftController(cfg), rows)] == [4, 4]
 
 
 def test_confidence_is_learned_per_evidence_bucket():
-    from specdec.drafting.confidence import ConfidenceTable, cache_buckets, own_bucket
+    from oracles.confidence import ConfidenceTable, cache_buckets, own_bucket
 
     table = ConfidenceTable()
     long_match, short_match = own_bucket(6), own_bucket(1)
@@ -139,10 +139,9 @@ def test_confidence_is_learned_per_evidence_bucket():
     assert cache_buckets(np.array([0.05]), match_len=9).tolist() == [8 + 30]
 
 
-@pytest.mark.parametrize("drafter", ["python", "native"])
-def test_budget_sizes_drafts_by_learned_confidence(drafter: str):
-    cfg = SpecConfig(method="specdec", k_max=4, drafter=drafter)
-    ctl = DraftController(cfg)
+@pytest.mark.parametrize("make", [OracleController, DraftController])
+def test_budget_sizes_drafts_by_learned_confidence(make):
+    ctl = make(SpecConfig(method="specdec", k_max=4))
     cost = StepCost(fixed_s=0.05, per_seq_s=0.0, per_token_s=0.01)
     sure = np.array([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], dtype=np.int64)  # 4-token match
     unsure = np.array([1, 2, 3, 1], dtype=np.int64)  # 1-token match
@@ -150,12 +149,12 @@ def test_budget_sizes_drafts_by_learned_confidence(drafter: str):
     rejected = np.ones(NUM_BUCKETS)
     accepted[3:8] = 99.0  # own-text matches of 4 or more tokens: 99 % accepted
     rejected[0] = 99.0  # match length 1: 1 %
-    if drafter == "python":
-        ctl.proposer.table.accepted[:] = accepted  # type: ignore[attr-defined]
-        ctl.proposer.table.rejected[:] = rejected  # type: ignore[attr-defined]
+    if make is OracleController:
+        ctl.proposer.table.accepted[:] = accepted
+        ctl.proposer.table.rejected[:] = rejected
     else:
-        ctl.proposer._core.set_table(accepted.tolist(), rejected.tolist())  # type: ignore[attr-defined]
-    drafts = ctl.step_batch([("sure", sure, 0), ("unsure", unsure, 0)], cost)
+        ctl.drafter.set_table(accepted.tolist(), rejected.tolist())
+    drafts = step(ctl, [("sure", sure, 0), ("unsure", unsure, 0)], cost)
     assert drafts[0].tolist() == [8, 9, 5, 6] and drafts[1].size == 0
 
 
@@ -182,15 +181,15 @@ class _CountingProposer(HybridProposer):
 def test_rows_that_cannot_pay_for_a_draft_are_not_looked_up_but_still_cached():
     cfg = SpecConfig(method="specdec", k_max=4)
     proposer = _CountingProposer()
-    ctl = DraftController(cfg, proposer)
+    ctl = OracleController(cfg, proposer)
     rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
     # A draft token costs as much as a whole row: even a certain token cannot pay.
-    drafts = ctl.step_batch(rows, COMPUTE_BOUND)
+    drafts = step(ctl, rows, COMPUTE_BOUND)
     assert proposer.asked == [0] * 8 and all(d.size == 0 for d in drafts)
     ctl.finish("r0")
     assert len(proposer.cache) == 1  # the skipped request's tokens still reach the cache
     proposer.asked.clear()
-    ctl.step_batch(rows[1:], FREE)
+    step(ctl, rows[1:], FREE)
     assert proposer.asked == [4] * 7
 
 
@@ -202,32 +201,26 @@ def test_budget_prices_context_long_contexts_afford_drafts_short_ones_do_not():
     assert allocate_gains([sure] * 8, cost, np.full(8, 16)) == [0] * 8
     assert allocate_gains([sure] * 8, cost, np.full(8, 4096)) == [4] * 8
 
-    def drafted(context: int, cfg: SpecConfig, buffer: bool = False) -> int:
-        ctl = DraftController(cfg)
+    def drafted(context: int, make) -> int:
+        ctl = make(SpecConfig(method="specdec", k_max=4))
         rows = [np.tile(np.array([5, 6, 7, 8], dtype=np.int64) + i, context // 4) for i in range(8)]
-        tokens = TokenRows(np.stack(rows), np.full(8, context), np.arange(8)) if buffer else rows
-        return sum(d.size for d in ctl.step_tokens([f"r{i}" for i in range(8)], tokens, [0] * 8, cost))
+        return sum(d.size for d in ctl.step_tokens([f"r{i}" for i in range(8)], rows, [0] * 8, cost))
 
-    # The controller hands the budget the rows' context: same rows, same drafts, only longer;
-    # from a list of arrays or from vLLM's buffer, for every drafter.
-    for cfg in (SpecConfig(method="specdec", k_max=4, cache=False), SpecConfig(method="specdec", k_max=4, drafter="python"),
-                SpecConfig(method="specdec", k_max=4, drafter="native")):
-        for buffer in (False, True):
-            assert drafted(16, cfg, buffer) == 0 and drafted(4096, cfg, buffer) > 0, (cfg.drafter, cfg.cache, buffer)
+    # The controller hands the budget the rows' context: same rows, same drafts, only longer.
+    for make in (OracleController, DraftController):
+        assert drafted(16, make) == 0 and drafted(4096, make) > 0, make
 
 
 def test_contexts_are_each_rows_tokens_but_the_last():
-    rows = [np.arange(5), np.arange(1), np.arange(12)]
-    buffer = TokenRows(np.zeros((4, 16), dtype=np.int32), np.array([5, 1, 12]), np.array([3, 0, 1]))
-    assert contexts_of(rows).tolist() == contexts_of(buffer).tolist() == [4, 0, 11]
-    assert contexts_of([]).tolist() == []
+    assert row_contexts(np.array([5, 1, 12])).tolist() == [4, 0, 11]
+    assert row_contexts(np.zeros(0, dtype=np.int64)).tolist() == []
 
 
-@pytest.mark.parametrize("drafter", ["python", "native"])
-def test_the_drafters_time_is_measured_per_row_looked_up(drafter: str):
-    ctl = DraftController(SpecConfig(method="specdec", k_max=4, drafter=drafter))
+@pytest.mark.parametrize("make", [OracleController, DraftController])
+def test_the_drafters_time_is_measured_per_row_looked_up(make):
+    ctl = make(SpecConfig(method="specdec", k_max=4))
     rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
-    ctl.step_batch(rows, FREE)
+    step(ctl, rows, FREE)
     assert 0.0 < ctl.lookup_s < 0.01  # thread CPU seconds per row: microseconds, not a step's share
 
 
@@ -237,15 +230,15 @@ def test_lookups_that_cost_more_than_a_rows_share_of_the_step_are_skipped():
     cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=1e-6)
     rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
     proposer = _CountingProposer()
-    ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
+    ctl = OracleController(SpecConfig(method="specdec", k_max=4), proposer)
     ctl.lookup_s = 0.002
-    assert all(d.size == 0 for d in ctl.step_batch(rows, cost)) and proposer.asked == [0] * 8
+    assert all(d.size == 0 for d in step(ctl, rows, cost)) and proposer.asked == [0] * 8
     contexts = np.zeros(8, dtype=np.int64)
     assert first_draft_thresholds(cost, contexts, 0.002)[0] > 1.0 > 0.01 > first_draft_thresholds(cost, contexts)[0]
     cheap = _CountingProposer()
-    ctl = DraftController(SpecConfig(method="specdec", k_max=4), cheap)
+    ctl = OracleController(SpecConfig(method="specdec", k_max=4), cheap)
     ctl.lookup_s = 1e-7
-    ctl.step_batch(rows, cost)
+    step(ctl, rows, cost)
     assert cheap.asked == [4] * 8
     assert 0.0 < ctl.lookup_s < 0.01  # then measured: the proposer's time per row looked up
 
@@ -254,12 +247,12 @@ def test_a_stale_lookup_estimate_fades_so_lookups_resume():
     cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=1e-6)
     rows = [(f"r{i}", _repetitive() + i, 0) for i in range(8)]
     proposer = _CountingProposer()
-    ctl = DraftController(SpecConfig(method="specdec", k_max=4), proposer)
+    ctl = OracleController(SpecConfig(method="specdec", k_max=4), proposer)
     ctl.lookup_s = 0.05  # one very slow step (a compile, a busy machine)
     steps = 0
     while not any(k > 0 for k in proposer.asked[-8:]):
         proposer.asked.clear()
-        ctl.step_batch(rows, cost)
+        step(ctl, rows, cost)
         steps += 1
         assert steps < 100
     assert steps > 1  # skipped while the estimate was high, looked up again once it faded
@@ -288,25 +281,3 @@ def test_array_pricing_is_the_same_arithmetic_as_one_call_per_position():
         gains = [np.cumprod(rng.uniform(0.0, 1.0, size=int(rng.integers(0, 9)))) for _ in range(rows)]
         contexts = rng.integers(0, 5000, rows)
         assert allocate_gains(gains, cost, contexts) == allocate_gains(gains, PlainCost(cost), contexts)
-
-
-def test_batch_gains_are_each_rows_confidence_scaled_and_chained():
-    """Row by row: min(confidence x the request's relative acceptance, MAX_TOKEN_GAIN), as a
-    running product over the row's own draft; values past a row's draft change nothing."""
-    from specdec.drafting.base import DraftBatch
-
-    rng = np.random.default_rng(5)
-    controller = DraftController(SpecConfig(method="specdec", k_max=6), proposer=HybridProposer(SuffixTrieCache()))
-    ids = [f"r{i}" for i in range(5)]
-    lives = [controller._observe(req_id, 0) for req_id in ids]
-    for live, (drafted, accepted) in zip(lives, [(4, 4), (4, 0), (2, 1), (0, 0), (6, 3)]):
-        live.acceptance.observe(drafted, accepted, controller.ACCEPTANCE_DECAY)
-    lengths = np.array([3, 6, 0, 1, 5])
-    confidence = rng.uniform(0.0, 1.0, size=(5, 6)) * 1.2  # some above MAX_TOKEN_GAIN; stale past each length
-    batch = DraftBatch(np.zeros((5, 6), dtype=np.int64), lengths, confidence)
-    overall = controller._overall_rate()
-    got = controller._batch_gains(batch, lives)
-    for i, live in enumerate(lives):
-        scaled = confidence[i, : lengths[i]] * controller._relative_acceptance(live, overall)
-        assert got[i].tolist() == np.cumprod(np.minimum(scaled, controller.MAX_TOKEN_GAIN)).tolist()
-    assert [g.shape[0] for g in got] == lengths.tolist()

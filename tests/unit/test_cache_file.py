@@ -1,4 +1,4 @@
-"""The draft cache file (`--cache-file`): a file loads into either drafter, versions 1 and 2
+"""The draft cache file (`--cache-file`): a file loads into the controller and its oracle alike, versions 1 and 2
 of the header too (without history), version 3 with the per-prompt history; a damaged,
 foreign, header-less, future-format or other-tokenizer file starts the run cold with a
 warning naming it and is moved aside; two processes saving the same file at once leave one
@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oracles.controller import DraftController as OracleController
+from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
 from specdec.drafting import cache_file
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from support.native_core import NativeSuffixCache
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "tok-a"
@@ -32,22 +34,34 @@ def saved_cache(path: Path, num_sequences: int = 20, seed: int = 0, tokenizer: s
     return cache
 
 
-def controller(path: Path, tokenizer: str | None = TOKENIZER, drafter: str = "native") -> DraftController:
-    return DraftController(SpecConfig(method="specdec", cache_file=str(path), drafter=drafter), tokenizer=tokenizer)
+def controller(path: Path, tokenizer: str | None = TOKENIZER, make=DraftController):
+    """The controller (or its oracle) starting from the cache file at `path`."""
+    return make(SpecConfig(method="specdec", cache_file=str(path)), tokenizer=tokenizer)
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
-def test_a_good_file_loads_with_its_header(tmp_path, drafter):
+def cache_of(ctl) -> SuffixTrieCache | NativeSuffixCache:
+    return NativeSuffixCache(ctl.drafter.cache) if isinstance(ctl, DraftController) else ctl.proposer.cache
+
+
+def contents_of(ctl) -> cache_file.CacheContents:
+    return ctl.contents() if isinstance(ctl, DraftController) else ctl.proposer.contents()
+
+
+BOTH = pytest.mark.parametrize("make", [DraftController, OracleController])
+
+
+@BOTH
+def test_a_good_file_loads_with_its_header(tmp_path, make):
     path = tmp_path / "cache.npz"
     saved = saved_cache(path)
     with np.load(path) as data:
         meta = json.loads(str(data["meta"]))
     assert (meta["format"], meta["version"], meta["tokenizer"]) == (cache_file.FORMAT, cache_file.VERSION, TOKENIZER)
-    ctl = controller(path, drafter=drafter)
-    assert ctl.cache_warning is None and len(ctl.proposer.cache) == len(saved) == 20
-    assert ctl.proposer.cache.dump() == saved.dump()
-    ctl.proposer.cache.check_invariants()
-    ctl.save_cache(str(path))  # either drafter writes the same file back, header and all
+    ctl = controller(path, make=make)
+    assert ctl.cache_warning is None and len(cache_of(ctl)) == len(saved) == 20
+    assert cache_of(ctl).dump() == saved.dump()
+    cache_of(ctl).check_invariants()
+    ctl.save_cache(str(path))  # either writes the same file back, header and all
     assert cache_file.read_contents(path, TOKENIZER).ids == saved.contents().ids
     assert [p.name for p in tmp_path.iterdir()] == ["cache.npz"]
 
@@ -61,12 +75,12 @@ def first_header(path: Path, cache: SuffixTrieCache, tokenizer: str = TOKENIZER)
                             **{f"s{i}": seq for i, seq in enumerate(cache.contents().sequences())})
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
-def test_a_version_1_file_still_loads(tmp_path, drafter):
+@BOTH
+def test_a_version_1_file_still_loads(tmp_path, make):
     path = tmp_path / "cache.npz"
     first_header(path, saved_cache(tmp_path / "v2.npz"))
-    ctl = controller(path, drafter=drafter)
-    assert ctl.cache_warning is None and len(ctl.proposer.cache) == 20  # its node bound is not used
+    ctl = controller(path, make=make)
+    assert ctl.cache_warning is None and len(cache_of(ctl)) == 20  # its node bound is not used
 
 
 def second_header(path: Path, cache: SuffixTrieCache, tokenizer: str = TOKENIZER) -> None:
@@ -78,15 +92,15 @@ def second_header(path: Path, cache: SuffixTrieCache, tokenizer: str = TOKENIZER
         np.savez_compressed(out, meta=np.asarray(json.dumps(meta)), tokens=contents.tokens, lengths=contents.lengths)
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
-def test_a_version_2_file_still_loads_without_history(tmp_path, drafter):
+@BOTH
+def test_a_version_2_file_still_loads_without_history(tmp_path, make):
     path = tmp_path / "cache.npz"
     saved = saved_cache(tmp_path / "v3.npz")
     second_header(path, saved)
     assert cache_file.read_contents(path, TOKENIZER).history() == []
-    ctl = controller(path, drafter=drafter)
-    assert ctl.cache_warning is None and ctl.proposer.cache.dump() == saved.dump()
-    assert ctl.proposer.contents().history() == []
+    ctl = controller(path, make=make)
+    assert ctl.cache_warning is None and cache_of(ctl).dump() == saved.dump()
+    assert contents_of(ctl).history() == []
 
 
 def run_prompts(ctl: DraftController, prompts: list[list[int]], outputs: list[list[int]]) -> None:
@@ -101,23 +115,23 @@ def run_prompts(ctl: DraftController, prompts: list[list[int]], outputs: list[li
         ctl.finish(req_id)
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
-def test_version_3_keeps_the_history_across_runs(tmp_path, drafter):
+@BOTH
+def test_version_3_keeps_the_history_across_runs(tmp_path, make):
     path = tmp_path / "cache.npz"
     rng = np.random.default_rng(5)
     prompts = [rng.integers(0, 50, size=12).tolist() for _ in range(3)]
     outputs = [rng.integers(0, 50, size=int(rng.integers(5, 20))).tolist() for _ in range(3)]
-    first = controller(path, drafter=drafter)
+    first = controller(path, make=make)
     run_prompts(first, prompts + prompts[:1], outputs + [outputs[0][:4]])
-    want = [(digest, tokens.tolist()) for digest, tokens in first.proposer.contents().history()]
+    want = [(digest, tokens.tolist()) for digest, tokens in contents_of(first).history()]
     assert [tokens for _, tokens in want] == outputs + [outputs[0][:4]]  # oldest first
     assert want[0][0] == want[3][0] != want[1][0]  # one digest per prompt
     first.save_cache(str(path))
     assert [(d, t.tolist()) for d, t in cache_file.read_contents(path, TOKENIZER).history()] == want
-    for other in ("native", "python"):  # the file loads into either drafter
-        later = controller(path, drafter=other)
+    for other in (DraftController, OracleController):  # the file loads into either
+        later = controller(path, make=other)
         assert later.cache_warning is None
-        assert [(d, t.tolist()) for d, t in later.proposer.contents().history()] == want
+        assert [(d, t.tolist()) for d, t in contents_of(later).history()] == want
 
 
 def test_history_round_trips_exactly_with_any_digest(tmp_path):
@@ -199,15 +213,15 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
+@BOTH
 @pytest.mark.parametrize("case", DAMAGE)
-def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path, case, drafter):
+def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path, case, make):
     path = tmp_path / "cache.npz"
     saved_cache(path)
     damage, reason = DAMAGE[case]
     damage(path)
-    ctl = controller(path, drafter=drafter)
-    assert len(ctl.proposer.cache) == 0  # cold, no exception
+    ctl = controller(path, make=make)
+    assert len(cache_of(ctl)) == 0  # cold, no exception
     assert ctl.cache_warning is not None and str(path) in ctl.cache_warning and reason in ctl.cache_warning
     assert not path.exists()
     (aside,) = tmp_path.iterdir()
@@ -218,7 +232,7 @@ def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path
 
 def test_a_missing_file_is_a_first_run_without_warning(tmp_path):
     ctl = controller(tmp_path / "none-yet.npz")
-    assert ctl.cache_warning is None and len(ctl.proposer.cache) == 0
+    assert ctl.cache_warning is None and len(cache_of(ctl)) == 0
 
 
 SAVE_REPEATEDLY = """
@@ -233,7 +247,7 @@ print("done", flush=True)
 
 def test_two_processes_saving_one_file_at_once_leave_one_complete_file(tmp_path):
     path = tmp_path / "shared.npz"
-    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests' / 'unit'}", "PATH": ""}
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}:{REPO / 'tests' / 'unit'}", "PATH": ""}
     writers = [subprocess.Popen([sys.executable, "-c", SAVE_REPEATEDLY, str(path), str(seed), "30"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for seed in (1, 2)]
     for writer in writers:

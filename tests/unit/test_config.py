@@ -4,12 +4,13 @@ import importlib.util
 
 import pytest
 
-from specdec.config import ConfigError, PolicyConfig, SpecConfig, config_hash
+from specdec import models
+from specdec.config import ConfigError, SpecConfig, config_hash
 from specdec.engines.vllm_engine import speculative_config
 
 
 def test_round_trip_and_stable_hash():
-    cfg = SpecConfig(method="specdec", k_max=6, policy=PolicyConfig(k_init=3))
+    cfg = SpecConfig(method="specdec", k_max=6, tail_k_max=9, cache_file="warm.npz")
     assert SpecConfig.from_dict(cfg.to_dict()) == cfg
     assert config_hash(cfg.to_dict()) == config_hash(SpecConfig.from_dict(cfg.to_dict()).to_dict())
     assert config_hash(cfg.to_dict()) != config_hash(SpecConfig(method="specdec", k_max=5).to_dict())
@@ -22,7 +23,7 @@ def test_round_trip_and_stable_hash():
         ({"k_max": 0}, "k_max=0"),
         ({"ngram_min": 4, "ngram_max": 2}, "ngram_min"),
         ({"method": "draft"}, "draft_model"),
-        ({"k_max": 2, "policy": PolicyConfig(adaptive=True, k_init=4)}, "k_init=4"),
+        ({"method": "specdec", "cache_max_tokens": 0}, "cache_max_tokens=0"),
     ],
 )
 def test_invalid_configs_name_the_field(kwargs, message):
@@ -63,32 +64,31 @@ def test_draft_method_needs_a_real_model_folder(tmp_path):
         speculative_config(SpecConfig(method="draft", draft_model=str(tmp_path)))
 
 
-def test_default_k_init_fits_any_k_max():
-    from specdec.policy import AdaptiveK
-
-    for k_max in (1, 2, 3, 8):
-        cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True))
-        assert AdaptiveK(cfg.policy, k_max).new_state().k == min(4, k_max)  # no k_init: must not fail
-        assert AdaptiveK(SpecConfig(k_max=k_max).policy, k_max).new_state().k == k_max  # budget sizes K
-
-
-def test_drafter_is_recorded_with_the_run_but_not_hashed(monkeypatch):
-    """Both drafters draft the same tokens: the choice never decides the output."""
-    from specdec import models
+def test_the_hash_holds_only_what_a_user_sets(monkeypatch):
+    """Every hashed field is a parameter a user sets; settings no user sets are not in it."""
     from specdec.params import GenerationParams
 
     monkeypatch.setattr(models, "model_digest", lambda model: "digest")
-    native, python = GenerationParams(drafter="native"), GenerationParams(drafter="python")
-    assert native.config_hash() == python.config_hash()
-    assert python.recorded_config()["params"]["drafter"] == "python"
-    assert python.spec_config().drafter == "python"
+    for method in ("specdec", "ngram", "none"):
+        decided = GenerationParams(method=method).output_config()
+        assert set(decided) <= set(GenerationParams.model_fields), method
+    assert GenerationParams(k_max=5).config_hash() != GenerationParams(k_max=4).config_hash()
+    assert GenerationParams(cache_file="a").config_hash() == GenerationParams().config_hash()
 
 
-def test_a_missing_native_build_is_a_clear_error_unless_python_is_asked_for(monkeypatch):
+def test_spec_and_engine_defaults_are_the_parameters_defaults():
+    from specdec.config import EngineConfig
+    from specdec.params import GenerationParams
+
+    params = GenerationParams()
+    assert params.spec_config() == SpecConfig()
+    assert params.engine_config(2048) == EngineConfig(max_model_len=2048)
+
+
+def test_a_missing_native_build_is_a_clear_error(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "specdec_native", None)  # import fails as if not installed
-    with pytest.raises(ConfigError, match="--drafter python"):
+    with pytest.raises(ConfigError, match="make setup"):
         SpecConfig(method="specdec")
-    assert SpecConfig(method="specdec", drafter="python").drafter == "python"
     assert SpecConfig(method="ngram").method == "ngram"  # only specdec needs it

@@ -1,14 +1,13 @@
 """The replay and the controller it drives, on scripted and random token streams."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.drafters import FixedK, specdec_drafter
 from bench.replay import ReplayRequest, num_matching, replay
 from specdec.config import SpecConfig
-from specdec.controller import DraftController, make_controller
+from specdec.controller import DraftController
 
 
 class RandomProposer:
@@ -101,22 +100,20 @@ def test_persisted_cache_starts_a_later_run_warm(tmp_path):
     assert warm.output_token_ids == cold.output_token_ids == answer
     assert warm.stats.num_steps < cold.stats.num_steps
     small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_tokens=60)
-    cache = DraftController(small).proposer.cache  # type: ignore[attr-defined]
+    cache = DraftController(small).drafter.cache
     cache.check_invariants()
     assert len(cache) == 1  # over the token budget: the oldest sequence was evicted on load
 
 
-@pytest.mark.parametrize("drafter", ["python", "native"])
-def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(drafter):
-    """What tests/engine/test_long_run.py checks through an engine, for both drafters and
-    both controllers."""
-    ctl = make_controller(SpecConfig(method="specdec", k_max=4, drafter=drafter, cache_max_tokens=200))
+def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound():
+    """What tests/engine/test_long_run.py checks through an engine."""
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4, cache_max_tokens=200))
     rng = np.random.default_rng(1)
     for shard in range(6):
         ids = [f"s{shard}-{i}" for i in range(4)]
         seqs = [rng.integers(0, 20, size=60) for _ in ids]
         for n in range(5, 61, 5):
-            ctl.step_batch([(req_id, seq[:n], 0) for req_id, seq in zip(ids, seqs)])
+            ctl.step_tokens(ids, [seq[:n] for seq in seqs], [0] * len(ids))
         for req_id in ids:
             ctl.finish(req_id)
         sizes = ctl.state_sizes()
@@ -127,16 +124,15 @@ def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(dra
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 6), drafter=st.sampled_from(["python", "native"]),
-       budget=st.booleans())
-def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(seed, k_max, drafter, budget):
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 6), budget=st.booleans())
+def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(seed, k_max, budget):
     """Requests of a few shared prompts decode side by side (greedy continuations from a small
     vocabulary, so siblings, live text and own text all draft); what the drafter counts per
     source adds up to what the target verified and accepted."""
-    from specdec.budget import StepCost
+    from specdec.step_cost import StepCost
 
     rng = np.random.default_rng(seed)
-    ctl = make_controller(SpecConfig(method="specdec", k_max=k_max, drafter=drafter))
+    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max))
     cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=0.001) if budget else None
     prompts = [rng.integers(0, 5, size=int(rng.integers(1, 20))).tolist() for _ in range(3)]
     answers = [rng.integers(0, 5, size=30).tolist() for _ in range(2)]

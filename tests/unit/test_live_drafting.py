@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
-from specdec.drafting import live_text
-from specdec.drafting.confidence import shared_bucket
-from specdec.drafting.hybrid import HybridProposer
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from oracles import live_text
+from oracles.confidence import shared_bucket
+from oracles.hybrid import HybridProposer
+from oracles.suffix_cache import SuffixTrieCache
 from bench.replay import num_matching
 
 RNG = np.random.default_rng(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.drafting.multi_index import MultiIndex
+from oracles.multi_index import MultiIndex
 
 
 class NaiveIndex:

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.budget import StepCost
+from specdec.step_cost import StepCost
 from specdec.config import PolicyConfig, SpecConfig
 from specdec.controller import Controller, DraftController, make_controller
-from specdec.drafting import live_text
-from specdec.drafting.base import TokenRows
-from specdec.drafting.native import load_core
+from oracles import live_text
+from oracles.base import TokenRows
+from specdec.native import load_core
 from specdec.native_controller import NativeDraftController
 from support.token_streams import prompt_streams, repetitive_streams
 

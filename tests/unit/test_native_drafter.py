@@ -16,13 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.drafting import live_text
-from specdec.drafting.base import TokenRows
+from oracles import live_text
+from oracles.base import TokenRows
 from specdec.drafting.cache_file import read_contents
-from specdec.drafting.hybrid import HybridProposer
-from specdec.drafting.live_text import LIVE_SLACK_TOKENS
-from specdec.drafting.native import NativeHybridProposer, NativeSuffixCache, load_core, prompt_digest
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from oracles.hybrid import HybridProposer
+from oracles.live_text import LIVE_SLACK_TOKENS
+from specdec.native import load_core
+from support.native_core import NativeHybridProposer, NativeSuffixCache, prompt_digest
+from oracles.suffix_cache import SuffixTrieCache
 from support.token_streams import prompt_streams, repetitive_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs

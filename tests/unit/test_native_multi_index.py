@@ -7,9 +7,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.drafting.multi_index import MultiIndex
-from specdec.drafting.native import load_core, prompt_digest
-from specdec.drafting.prompt_digest import prompt_digest as reference_digest
+from oracles.multi_index import MultiIndex
+from specdec.native import load_core
+from support.native_core import prompt_digest
+from oracles.prompt_digest import prompt_digest as reference_digest
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
 

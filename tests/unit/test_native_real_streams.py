@@ -64,7 +64,7 @@ def test_replay_on_real_streams_is_identical(real_texts, dataset, k_max, budget)
 def test_batched_steps_with_a_budget_are_identical(real_texts):
     """Several requests per step through DraftController.step_batch with a step-cost model
     (the budget trims drafts, so feedback covers part of each draft)."""
-    from specdec.budget import StepCost
+    from specdec.step_cost import StepCost
 
     streams = _word_tokens(real_texts["humaneval"][:12])
     cost = StepCost(fixed_s=0.02, per_seq_s=0.001, per_token_s=0.002)

@@ -12,10 +12,9 @@ from bench.methods import NGRAM_DRAFT, OUR_DRAFT, Method, all_methods, fixed_k, 
 from bench.projection import project
 from bench.projection_report import render_projection_table, shown
 from bench.replay import ReplayRequest
-from specdec.budget import StepCost
-from specdec.drafting.ngram import NgramProposer
+from specdec.step_cost import StepCost
 from support.bench_cli import specdec_main
-from support.replay_requests import synthetic_requests
+from support.replay_requests import Lookup, synthetic_requests
 
 REQUIRED = ("dataset", "method", "k_max", "batch_size", "cost_model", "projected_tokens_per_s", "speedup_vs_none")
 
@@ -30,7 +29,7 @@ def scripted(name: str, per_token_s: float) -> CostModel:
 
 # Our own numpy lookup stands in for vLLM's n-gram drafter (importing vLLM and compiling
 # its numba code takes tens of seconds); the projection treats both alike.
-LOOKUP = Method("ngram", fixed_k("ngram", lambda: NgramProposer(2, 5)), NGRAM_DRAFT)
+LOOKUP = Method("ngram", fixed_k("ngram", lambda: Lookup(2, 5)), NGRAM_DRAFT)
 
 
 @pytest.fixture(scope="module")

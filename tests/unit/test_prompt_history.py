@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.drafting.prompt_digest import prompt_digest
-from specdec.drafting.prompt_history import PromptHistory
+from oracles.prompt_digest import prompt_digest
+from oracles.prompt_history import PromptHistory
 
 
 def fnv1a_64(data: bytes) -> int:

@@ -11,7 +11,7 @@ from support.bench_cli import specdec_main
 
 def test_bench_propose_writes_one_record_per_method_and_point(tmp_path, monkeypatch):
     out = tmp_path / "propose.json"
-    methods = "specdec-worker,specdec-native,suffix-arctic"
+    methods = "specdec-worker,specdec-controller,suffix-arctic"
     argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
             "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--rows-per-prompt", "2",
             "--json", str(out)]

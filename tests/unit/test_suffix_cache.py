@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdec.drafting import cache_file
-from specdec.drafting.hybrid import HybridProposer
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from oracles.hybrid import HybridProposer
+from oracles.suffix_cache import SuffixTrieCache
 
 seqs_st = st.lists(st.lists(st.integers(0, 4), min_size=0, max_size=25), min_size=1, max_size=8)
 

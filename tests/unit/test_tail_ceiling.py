@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec.budget import StepCost
+from specdec.step_cost import StepCost
 from specdec.config import SpecConfig
 from specdec.controller import make_controller
 
@@ -53,13 +53,13 @@ def test_the_batched_replay_passes_the_tail_as_vllms_worker_sees_it(batch_size, 
     """One request at batch size 1 fills the batch (never a tail); at batch size 2 the batch
     always has a free row, so under a cheap step it drafts up to the tail ceiling."""
     from bench.batched_replay import SimulatedStepTimer, simulate
-    from specdec.controller import make_controller
     from bench.replay import ReplayRequest
+    from specdec.controller import DraftController
 
     text = REPEATING.tolist()
     request = ReplayRequest("r", text[:24], text[24:] * 2, 40)
     config = SpecConfig(method="specdec", k_max=3, tail_k_max=7)
     learner = SimulatedStepTimer(FREE_DRAFTS, config.k_max, batch_size, 2048)
-    [result] = simulate([request], make_controller(config), batch_size, 256, learner).results
+    [result] = simulate([request], DraftController(config), batch_size, 256, learner).results
     assert max(result.per_step_drafted) == longest
     assert len(result.stats.k_histogram) == config.k_ceiling + 1

@@ -191,7 +191,7 @@ uint64_t digest_of(const AnyVec& toks) {
 }  // namespace
 
 NB_MODULE(_core, m) {
-  m.doc() = "specdec's compiled drafting core (see specdec/drafting/native.py)";
+  m.doc() = "specdec's compiled drafting core (see specdec/controller.py)";
   nb::class_<SuffixCache>(m, "SuffixCache")
       .def(nb::init<int, uint64_t>(), "max_depth"_a, "max_tokens"_a)
       .def("insert", [](SuffixCache& c, const std::string& id, const I32Vec& t) { c.insert(id, t.data(), t.shape(0)); })
@@ -276,6 +276,6 @@ NB_MODULE(_core, m) {
       .def_prop_ro("num_tokens", &MultiIndex::num_tokens)
       .def_prop_ro("num_nodes", &MultiIndex::num_nodes);
   m.def("prompt_digest", &digest_of, "tokens"_a,
-        "FNV-1a 64 of a prompt's token ids (specdec/drafting/prompt_digest.py)");
+        "FNV-1a 64 of a prompt's token ids (tests/oracles/prompt_digest.py)");
   specdec::bind_controller(m);
 }

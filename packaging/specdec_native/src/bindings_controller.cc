@@ -1,5 +1,5 @@
 // Python bindings (nanobind): specdec_native._core.Controller, the compiled per-step controller
-// (specdec/drafting/native_controller.py wraps it). `engine_step` is vLLM's whole proposer call:
+// (specdec/controller.py wraps it). `engine_step` is vLLM's whole proposer call:
 // Python objects in (the batch's ids and sampled tokens), vLLM's list of drafts out.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -177,18 +177,13 @@ nb::tuple engine_step(PyController& py, nb::list req_ids, size_t num_rows, nb::l
 void specdec::bind_controller(nb::module_& m) {
   nb::class_<PyController>(m, "Controller")
       .def("__init__",
-           [](PyController* c, PyDrafter& drafter, int k_max, int k_ceiling, bool adaptive, int k_init, int window,
-              double raise_above, double lower_below, int max_consecutive_rejects, int reprobe_after,
-              double acceptance_decay, double prior_weight, double max_token_gain, double lookup_decay) {
-             PolicyConfig policy{adaptive, k_init, window, raise_above, lower_below, max_consecutive_rejects,
-                                 reprobe_after};
-             new (c) PyController(ControllerConfig{k_max, k_ceiling, policy, acceptance_decay, prior_weight,
-                                                   max_token_gain, lookup_decay},
-                                  drafter);
+           [](PyController* c, PyDrafter& drafter, int k_max, int k_ceiling, double acceptance_decay,
+              double prior_weight, double max_token_gain, double lookup_decay) {
+             new (c) PyController(
+                 ControllerConfig{k_max, k_ceiling, acceptance_decay, prior_weight, max_token_gain, lookup_decay},
+                 drafter);
            },
-           nb::keep_alive<1, 2>(), "drafter"_a, "k_max"_a, "k_ceiling"_a, "adaptive"_a, "k_init"_a, "window"_a,
-           "raise_above"_a,
-           "lower_below"_a, "max_consecutive_rejects"_a, "reprobe_after"_a, "acceptance_decay"_a, "prior_weight"_a,
+           nb::keep_alive<1, 2>(), "drafter"_a, "k_max"_a, "k_ceiling"_a, "acceptance_decay"_a, "prior_weight"_a,
            "max_token_gain"_a, "lookup_decay"_a)
       .def("set_cost",
            [](PyController& py, double fixed_s, double per_seq_s, double per_token_s, double per_kv_token_s,

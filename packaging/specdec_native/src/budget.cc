@@ -1,4 +1,4 @@
-// The batch budget's allocation (see budget.h and specdec/budget.py).
+// The batch budget's allocation (see budget.h and tests/oracles/budget.py).
 #include "budget.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The batch budget (the reference: specdec/budget.py), with the same floating-point
+// The batch budget (the reference: tests/oracles/budget.py), with the same floating-point
 // operations in the same order, so both allocate identical drafts.
 #pragma once
 #include <cstdint>

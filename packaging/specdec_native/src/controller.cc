@@ -1,4 +1,4 @@
-// The compiled controller (see controller.h and specdec/controller.py).
+// The compiled controller (see controller.h).
 #include "controller.h"
 
 #include <algorithm>
@@ -26,7 +26,7 @@ void Acceptance::observe(int64_t num_drafted, int64_t num_accepted, double decay
 }
 
 Controller::Controller(const ControllerConfig& cfg, Drafter& drafter)
-    : cfg_(cfg), drafter_(drafter), policy_(cfg.policy, cfg.k_max) {
+    : cfg_(cfg), drafter_(drafter) {
   if (cfg.k_max < 1) throw std::invalid_argument("k_max must be >= 1");
   if (cfg.k_ceiling < cfg.k_max) throw std::invalid_argument("k_ceiling must be >= k_max");
 }
@@ -35,7 +35,6 @@ Controller::Live& Controller::observe(const std::string& id, int64_t num_accepte
   auto it = live_.find(id);
   if (it == live_.end()) {
     auto live = std::make_unique<Live>();
-    live->state = policy_.new_state();
     live->serial = next_serial_++;
     live->request = &drafter_.request(id);
     it = live_.emplace(id, std::move(live)).first;
@@ -44,7 +43,6 @@ Controller::Live& Controller::observe(const std::string& id, int64_t num_accepte
   live.verified_drafted = live.pending_draft;
   live.verified_accepted = std::min(num_accepted, live.pending_draft);
   if (live.pending_draft) {
-    policy_.observe(live.state, live.verified_drafted, live.verified_accepted);
     live.acceptance.observe(live.verified_drafted, live.verified_accepted, cfg_.acceptance_decay);
     overall_.observe(live.verified_drafted, live.verified_accepted, 1.0);
   }
@@ -71,11 +69,8 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
   for (size_t i = 0; i < n; ++i)
     if (lives_[i]->verified_drafted)
       drafter_.feedback(*lives_[i]->request, lives_[i]->verified_drafted, lives_[i]->verified_accepted);
-  ks_.resize(n);
-  for (size_t i = 0; i < n; ++i) ks_[i] = policy_.next_k(lives_[i]->state);
-  if (cost && tail)  // free rows, nothing waits: the rows at k_max may go up to the ceiling
-    for (size_t i = 0; i < n; ++i)
-      if (ks_[i] == cfg_.k_max) ks_[i] = cfg_.k_ceiling;
+  // Free rows, nothing waits: with a budget the rows may go up to the ceiling.
+  ks_.assign(n, cost && tail ? cfg_.k_ceiling : cfg_.k_max);
   const double overall = overall_rate();
   if (cost) {
     contexts_.resize(n);

@@ -1,6 +1,6 @@
-// The per-step controller, compiled (the reference: specdec/controller.py, DraftController),
-// decision for decision: per-request K, acceptance estimates, the batch budget and the
-// drafter, for the whole batch in one call, with no Python per row.
+// The per-step controller (specdec/controller.py, DraftController, is its facade; the oracle:
+// tests/oracles/controller.py): acceptance estimates, the batch budget and the drafter, for
+// the whole batch in one call, with no Python per row.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,21 +10,21 @@
 
 #include "budget.h"
 #include "drafter.h"
-#include "policy.h"
 
 namespace specdec {
 
 struct ControllerConfig {
   int k_max = 5;
   int k_ceiling = 5;  // with a budget, in a wave's tail: the rows at k_max may draft this many
-  PolicyConfig policy;
   double acceptance_decay = 0.9;
   double prior_weight = 2.0;
   double max_token_gain = 0.99;
   double lookup_decay = 0.9;
 };
 
-// Per-token acceptance of one request's drafts (specdec/budget.py, AcceptanceEstimate).
+// Per-token acceptance of one request's drafts, shrunk towards the run's: each verified draft
+// is a run of accepted tokens ended by one rejection (unless all were accepted); counts decay
+// per token tried, so a request whose text changes character is re-learned.
 struct Acceptance {
   double accepted = 0.0;
   double rejected = 0.0;
@@ -62,7 +62,6 @@ class Controller {
 
  private:
   struct Live {
-    KState state;
     Acceptance acceptance;
     int64_t pending_draft = 0;
     int64_t verified_drafted = 0;
@@ -80,7 +79,6 @@ class Controller {
 
   ControllerConfig cfg_;
   Drafter& drafter_;
-  AdaptiveK policy_;
   Acceptance overall_;
   std::unordered_map<std::string, std::unique_ptr<Live>> live_;
   uint64_t next_serial_ = 0;

@@ -1,7 +1,7 @@
 // specdec's drafter, compiled: five candidate sources (own text, siblings of the same prompt,
 // that prompt's history, every running request, the cross-request cache), each drafted token
 // filed under an evidence bucket whose acceptance rate is learned from verification. Same
-// decisions as the Python reference (specdec/drafting/hybrid.py + confidence.py), token for
+// decisions as the Python reference (tests/oracles/hybrid.py + confidence.py), token for
 // token and bucket for bucket.
 #pragma once
 #include <array>
@@ -34,7 +34,7 @@ struct DrafterConfig {
 // Where a drafted token came from (the order candidates are considered in).
 enum Source : int { kFromOwn, kFromCache, kFromSibling, kFromHistory, kFromLive, kNumSources };
 
-// Acceptance counts per evidence bucket (specdec/drafting/confidence.py).
+// Acceptance counts per evidence bucket (tests/oracles/confidence.py).
 class ConfidenceTable {
  public:
   static constexpr int kOwn = 8, kCacheMatch = 4, kCacheProb = 10, kPerSource = 8;

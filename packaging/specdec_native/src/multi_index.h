@@ -1,7 +1,7 @@
 // An index over several member sequences (a prompt group's siblings and history completions,
 // or every running request): for a context, the most recent earlier occurrence of its longest
 // suffix (up to n_max tokens) in any member, optionally not in one excluded member. The Python
-// reference (specdec/drafting/multi_index.py) keys a dict by token tuples; this is the same
+// reference (tests/oracles/multi_index.py) keys a dict by token tuples; this is the same
 // contract as a compacted trie like own_index.h.
 //
 // Position p of member s is indexed once token p+1 of s exists; its key of length d is the d

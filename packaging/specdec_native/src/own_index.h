@@ -1,6 +1,6 @@
 // A request's own-text index: the longest earlier match of the sequence's last tokens (up to
 // n_max), and its most recent occurrence, kept up to date as tokens arrive instead of
-// rescanning the context every step (the Python reference, specdec/drafting/ngram.py, scans).
+// rescanning the context every step (the Python reference, tests/oracles/ngram.py, scans).
 //
 // It is a compacted trie of every position's preceding tokens read backwards (position e
 // holds tokens[e], tokens[e-1], ..., at most n_max of them). Each node keeps `anchor`, the

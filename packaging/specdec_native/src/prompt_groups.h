@@ -1,7 +1,7 @@
 // What the drafter knows across requests besides the cache: prompt digests, per-prompt history
 // of earlier completions, and prompt groups (one MultiIndex per prompt: history completions and
-// every request of that prompt). The Python reference: specdec/drafting/prompt_digest.py,
-// prompt_history.py and the group bookkeeping in hybrid.py.
+// every request of that prompt). The Python reference: tests/oracles/prompt_digest.py,
+// tests/oracles/prompt_history.py and the group bookkeeping in hybrid.py.
 #pragma once
 #include <cstdint>
 #include <deque>

@@ -1,7 +1,7 @@
 // The cross-request draft cache: counts of every substring (up to `max_depth` tokens) of the
 // cached sequences, as a compacted suffix tree over a FIFO token store.
 //
-// Same contract as the Python reference (specdec/drafting/suffix_cache.py), draft for draft:
+// Same contract as the Python reference (tests/oracles/suffix_cache.py), draft for draft:
 // a node stands for the substring its path spells; count = its occurrences in the cached
 // sequences. Edges are labelled by positions in the store (a node's label is read from the
 // newest suffix that passed through it, `pos`), nodes exist only where the tree branches or a

@@ -1,21 +1,24 @@
-"""Batch-level speculation budget: how many draft tokens each row of a batch may verify.
+"""The step-cost model in one place: what a target forward costs (`StepCost`), its fit to
+measured steps, and the timer that keeps it fitted while the engine runs.
 
-A target forward costs time that grows with the number of sequences and of tokens in it,
-and with the context they attend to (`StepCost`); each draft position has a probability of being accepted (from the drafter's
-learned confidence, or a**j for a request accepting token by token with probability a).
-`allocate_drafts` adds draft positions in order of that probability for as long as the step's expected tokens per second
-still rise. Where verification is nearly free (one sequence, weights-bound forward) every
-row drafts its full K; where the batch is compute-bound only near-certain drafts pay for
-themselves, and with none of those the step runs as it would without speculation.
+vLLM calls the proposer once per step, right after the target forward: the time from the end
+of one call to the start of the next is one forward over the rows and draft tokens the
+previous call handed out. The compiled controller measures the clean ones (every row
+decoding, none new) as `StepSample`s; `StepTimer` keeps them and refits `StepCost`, which the
+batch budget prices drafts with.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
+
+REFIT_EVERY = 64  # new samples before a refit
+REFIT_ROWS = 512  # rows those samples served, at the least
 
 
 class StepCostModel(Protocol):
@@ -66,15 +69,9 @@ class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
     + per_draft_kv_token * the context of each row that drafts (seconds, >= 0).
 
-    The KV term is attention reading the context: without it a batch of long requests is
-    under-priced, and the budget over-values the drafts' share of the step. The draft-KV
-    term is what a row's first drafted token costs over its context beyond its own token:
-    vLLM's CPU attention takes a row with more than one query token at a cost that grows
-    with its context, once per row rather than per drafted token (measured with forced
-    drafts, 4 rows of 1,500 tokens: about 3 ms for one drafted token per row, 6.4 ms for
-    five). The budget therefore prices a row's first drafted token higher than its others;
-    on a GPU, where a decode step reads the KV cache once whatever its query tokens, the
-    term should come out near zero.
+    The KV term is attention reading the context; the draft-KV term is what a row's first
+    drafted token costs over its context (vLLM's CPU attention takes a row with more than
+    one query token at a cost that grows with its context, once per row; near zero on a GPU).
     """
 
     fixed_s: float
@@ -99,8 +96,7 @@ def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCo
     None when there are too few samples, or when they cannot tell the cost of a draft
     token apart from the cost of a row (every sample drafted nothing). Steps slowed by
     something else (another process, a collection) are dropped: a step is never faster than
-    its work, so only samples far above the fit count as outliers (on a busy 2-core machine
-    5 of 40 calibration steps took 5-10 times their fellows and tripled the per-row cost).
+    its work, so only samples far above the fit count as outliers.
     """
     table = np.array(samples, dtype=np.float64).reshape(-1, NUM_SHAPE_FIELDS + 1)
     return fit_step_cost_arrays(table[:, :NUM_SHAPE_FIELDS], table[:, NUM_SHAPE_FIELDS], min_samples)
@@ -121,11 +117,8 @@ def fit_step_cost_arrays(shapes: np.ndarray, secs: np.ndarray, min_samples: int 
     drafted = rows[:, 2] > rows[:, 1]
     if not drafted.any():
         return None
-    # Relative errors: a 200 ms step weighs no more than a 20 ms one. On a 2-core CPU the
-    # calibration's 16 rows x 5 forced drafts took 100-250 ms from one engine start to the
-    # next; fitted by absolute error those few steps set the line (10 ms fixed, 2.4 ms per
-    # token, against 20-25 and 0.5-0.9 from the other 45), and the budget, seeing no draft
-    # pay, never drafted again, so nothing new could correct it.
+    # Relative errors: a slow step weighs no more than a fast one (a few slow steps fitted
+    # by absolute error set the line, and a budget that sees no draft pay never corrects it).
     weighted = rows / np.maximum(secs, 1e-9)[:, None]
     # Columns differ by orders of magnitude (KV tokens vs 1): scale them so that lstsq's
     # rank cut-off does not drop a small but real term.
@@ -183,11 +176,6 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return coef
 
 
-def geometric_gains(alpha: float, length: int) -> np.ndarray:
-    """Acceptance probability of draft positions 1..length at per-token acceptance `alpha`."""
-    return float(np.clip(alpha, 0.0, 1.0)) ** np.arange(1, length + 1)
-
-
 def row_contexts(lengths: np.ndarray) -> np.ndarray:
     """Context each row holds in the KV cache for the next forward, from its tokens so far:
     all but its last (that one is scheduled with the draft)."""
@@ -206,81 +194,93 @@ def draft_token_seconds(cost: StepCostModel, num_rows: int, num_kv_tokens: int, 
     return np.asarray(with_one, dtype=np.float64) - base
 
 
-def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, contexts: np.ndarray) -> list[int]:
-    """Draft length per row maximising expected tokens per second of the step.
+class StepShapes:
+    """The shape of each clean decode step between two proposer calls (as the compiled
+    controller measures them, packaging/specdec_native/src/step_shapes.h; the replay and
+    tests measure with this one)."""
 
-    `contexts[i]` is the context row i holds in the KV cache (`row_contexts`): the rows'
-    sum lengthens the step whatever is drafted, so drafts weigh less against it, and a row
-    that drafts pays for its context once more (the draft-KV term), so a draft in a long
-    row costs more. `gains[i][j]` is the probability that row i's draft position j+1 is
-    accepted (non-increasing in j: a position counts only if all before it were accepted);
-    every row yields one token per step whatever it drafts. Positions are taken best gain
-    per second of a row's first drafted token first (within a row that is their order),
-    and the step is priced exactly for every prefix of that order (a row's context counted
-    at its first position); the best prefix is taken. Without the draft-KV term a row's
-    tokens cost alike and that prefix is the optimum for expected tokens over an affine
-    step time; with it a row's further tokens are ranked at its first token's price, so
-    the budget errs towards fewer rows with longer drafts, the cheaper shape.
-    """
-    num_rows = len(gains)
-    if num_rows == 0:
-        return []
-    lengths = np.array([g.shape[0] for g in gains], dtype=np.int64)
-    if lengths.sum() == 0:
-        return [0] * num_rows
-    contexts = np.asarray(contexts, dtype=np.int64)
-    num_kv_tokens = int(contexts.sum())
-    gain = np.concatenate([np.asarray(g, dtype=np.float64) for g in gains])
-    row = np.repeat(np.arange(num_rows), lengths)
-    position = np.arange(row.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    unit = np.maximum(draft_token_seconds(cost, num_rows, num_kv_tokens, contexts), MIN_TOKEN_SECONDS)
-    order = np.lexsort((position, -(gain / unit[row])))  # best first; a row's positions stay in order
-    expected = num_rows + np.concatenate([[0.0], np.cumsum(gain[order])])
-    num_tokens = num_rows + np.arange(row.size + 1)
-    first = position[order] == 0  # a row's first drafted token: its context is priced once
-    draft_kv = np.concatenate([[0], np.cumsum(np.where(first, contexts[row[order]], 0))])
-    many = getattr(cost, "seconds_for_tokens", None)  # one array operation instead of a call per position
-    seconds = (many(num_rows, num_tokens, num_kv_tokens, draft_kv) if many is not None
-               else np.array([cost.seconds(num_rows, int(n), num_kv_tokens, int(d)) for n, d in zip(num_tokens, draft_kv)]))
-    best = int(np.argmax(expected / np.maximum(seconds, 1e-12)))  # ties: fewest drafts
-    return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
+    def __init__(self) -> None:
+        self._last_end: float | None = None
+        self._last_drafts: dict[str, int] = {}
+        self._last_contexts: dict[str, int] = {}
 
+    def __len__(self) -> int:
+        """Rows of the previous call held (empty between generate calls)."""
+        return len(self._last_drafts)
 
-MIN_TOKEN_SECONDS = 1e-30  # a drafted token said to cost nothing still orders by its gain
+    def started(self, req_ids: Sequence[str], all_decoding: bool) -> StepSample | None:
+        """Start of a propose call: the forward that just ran, if it was clean."""
+        now = time.perf_counter()
+        last_end, last_drafts = self._last_end, self._last_drafts
+        self._last_end = None
+        if last_end is None or not all_decoding or not req_ids:
+            return None
+        if any(r not in last_drafts for r in req_ids):
+            return None
+        contexts = self._last_contexts
+        tokens = sum(1 + last_drafts[r] for r in req_ids)
+        kv_tokens = sum(contexts[r] for r in req_ids)
+        draft_kv_tokens = sum(contexts[r] for r in req_ids if last_drafts[r])
+        return StepSample(len(req_ids), tokens, kv_tokens, draft_kv_tokens, now - last_end)
 
+    def finished(self, drafts: dict[str, int], contexts: dict[str, int]) -> None:
+        """End of a propose call: `drafts` maps each decoding row to its draft length,
+        `contexts` to the tokens it holds in the KV cache for the next forward."""
+        self._last_drafts = drafts
+        self._last_contexts = contexts
+        self._last_end = time.perf_counter()
 
-def first_draft_thresholds(cost: StepCostModel, contexts: np.ndarray, lookup_s: float = 0.0) -> np.ndarray:
-    """Per row, the acceptance probability a draft token needs, at the least, to pay for
-    itself in a step of these rows (`row_contexts`): its gain against the time it adds to
-    a step without drafts (verifying it in that row, plus `lookup_s`, the drafter's time
-    to find it). Further tokens face a higher bar (each one taken raises the step's tokens
-    per second), so a row whose best token stays below this gets nothing from
-    `allocate_drafts`."""
-    contexts = np.asarray(contexts, dtype=np.int64)
-    num_rows = int(contexts.shape[0])
-    num_kv_tokens = int(contexts.sum())
-    base = cost.seconds(num_rows, num_rows, num_kv_tokens, 0)
-    extra = draft_token_seconds(cost, num_rows, num_kv_tokens, contexts)
-    return num_rows * (extra + lookup_s) / max(base, 1e-12)
+    def forget(self) -> None:
+        """The batch emptied (a generate call ended): the next step is no clean sample."""
+        self._last_drafts = {}
+        self._last_contexts = {}
+        self._last_end = None
 
 
-@dataclasses.dataclass
-class AcceptanceEstimate:
-    """Per-token acceptance of one request's drafts, shrunk towards a shared prior.
+class StepTimer:
+    """The clean steps' samples (calibration and the most recent) and the fit of them.
 
-    Each verified draft is a run of accepted tokens ended by one rejection (unless all were
-    accepted); counts decay so a request whose text changes character is re-learned.
-    """
+    A refit comes once `refit_every` new samples covering at least `refit_rows` rows have
+    arrived (small batches refit less often); new samples wait in a list until then, so a
+    step costs an append."""
 
-    accepted: float = 0.0
-    rejected: float = 0.0
+    def __init__(self, max_samples: int = 512, refit_every: int = REFIT_EVERY, refit_rows: int = REFIT_ROWS) -> None:
+        self.calibration: list[StepSample] = []
+        self.model: StepCost | None = None
+        self.refit_every = refit_every
+        self.refit_rows = refit_rows
+        self.max_samples = max_samples
+        self.calibrating = False
+        self._new: list[StepSample] = []
+        self._new_rows = 0
+        self._calibration = np.zeros((0, NUM_SHAPE_FIELDS + 1))
+        self._recent = np.zeros((0, NUM_SHAPE_FIELDS + 1))  # StepSample's fields; oldest first
 
-    def observe(self, num_drafted: int, num_accepted: int, decay: float) -> None:
-        rejected = 1 if num_accepted < num_drafted else 0
-        fade = decay ** (num_accepted + rejected)  # per token tried, so long drafts don't dominate
-        self.accepted = self.accepted * fade + num_accepted
-        self.rejected = self.rejected * fade + rejected
+    def __len__(self) -> int:
+        """Samples held besides the calibration's (at most max_samples)."""
+        return min(self._recent.shape[0] + len(self._new), self.max_samples)
 
-    def rate(self, prior: float, prior_weight: float) -> float:
-        total = self.accepted + self.rejected + prior_weight
-        return (self.accepted + prior * prior_weight) / total
+    def add(self, sample: StepSample) -> None:
+        if self.calibrating:
+            self.calibration.append(sample)
+            return
+        self._new.append(sample)
+        self._new_rows += sample.num_seqs
+        if len(self._new) >= self.refit_every and self._new_rows >= self.refit_rows:
+            self.refit()
+
+    def load_calibration(self, samples: Sequence[StepSample]) -> None:
+        self.calibration = list(samples)
+        self.refit()
+
+    def refit(self) -> None:
+        if self._new:
+            self._recent = np.concatenate([self._recent, np.array(self._new, dtype=np.float64)])[-self.max_samples :]
+            self._new = []
+            self._new_rows = 0
+        if len(self.calibration) != self._calibration.shape[0]:
+            self._calibration = np.array(self.calibration, dtype=np.float64).reshape(-1, NUM_SHAPE_FIELDS + 1)
+        table = np.concatenate([self._calibration, self._recent])
+        fitted = fit_step_cost_arrays(table[:, :NUM_SHAPE_FIELDS], table[:, NUM_SHAPE_FIELDS])
+        if fitted is not None:
+            self.model = fitted

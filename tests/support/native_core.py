@@ -1,13 +1,12 @@
-"""The compiled drafting core (`specdec_native`, C++ built from packaging/specdec_native) behind
-the Python reference's interface.
+"""Test adapters: the compiled drafter and cache (`specdec_native`) behind the oracles'
+interface, so the equivalence tests drive both alike.
 
 `NativeHybridProposer` drafts exactly what `HybridProposer` over a `SuffixTrieCache` drafts
 (tests/unit/test_native_drafter.py checks it on random and real token streams), with each
 request's own-text index kept up to date as tokens arrive, prompt groups, the live index and
 the per-prompt history as compacted tries (multi_index.h), the cross-request cache as a
 compacted suffix tree over a compact token store, and one call per engine step for the whole
-batch (`feedback_batch`, then `propose_batch`). The Python drafter stays as the reference
-(`--drafter python`).
+batch (`feedback_batch`, then `propose_batch`).
 """
 
 from __future__ import annotations
@@ -15,51 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 
-from specdec.drafting.base import DraftBatch, TokenRows
+from oracles.base import DraftBatch, TokenRows
 from specdec.drafting.cache_file import CacheContents, read_contents, write_contents
-from specdec.drafting.confidence import SOURCES
-from specdec.drafting import live_text
-from specdec.drafting.live_text import DEFAULT_GROUP_MAX_TOKENS
-from specdec.drafting.prompt_history import DEFAULT_MAX_TOKENS as DEFAULT_HISTORY_MAX_TOKENS
-from specdec.drafting.prompt_history import DEFAULT_PER_PROMPT as DEFAULT_HISTORY_PER_PROMPT
-from specdec.drafting.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft, cache_sizes
-
-ABI_VERSION = 5  # the specdec_native.ABI_VERSION this code was written against
-INSTALL_HINT = (
-    "build it with `make setup` (scripts/install.sh installs packaging/specdec_native), "
-    "or pass --drafter python to run the slower Python reference"
-)
-
-
-class NativeDrafterMissing(RuntimeError):
-    """specdec's compiled drafter is not installed (or is a build of another version)."""
-
-
-def load_core() -> ModuleType:
-    """The compiled module, or NativeDrafterMissing saying how to get it."""
-    try:
-        import specdec_native
-    except ImportError as exc:
-        raise NativeDrafterMissing(f"specdec's compiled drafter (specdec_native) is not installed: {INSTALL_HINT}") from exc
-    if getattr(specdec_native, "ABI_VERSION", None) != ABI_VERSION:
-        raise NativeDrafterMissing(
-            f"specdec_native {getattr(specdec_native, 'ABI_VERSION', '?')} is installed, this specdec needs "
-            f"version {ABI_VERSION}: {INSTALL_HINT}"
-        )
-    return specdec_native
-
-
-def native_available() -> bool:
-    try:
-        load_core()
-    except NativeDrafterMissing:
-        return False
-    return True
-
+from specdec.native import NativeDrafterMissing, load_core
+from oracles.confidence import SOURCES
+from oracles import live_text
+from oracles.live_text import DEFAULT_GROUP_MAX_TOKENS
+from oracles.prompt_history import DEFAULT_MAX_TOKENS as DEFAULT_HISTORY_MAX_TOKENS
+from oracles.prompt_history import DEFAULT_PER_PROMPT as DEFAULT_HISTORY_PER_PROMPT
+from oracles.suffix_cache import DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKENS, CacheDraft, cache_sizes
 
 def _as_list(ids: Sequence[str]) -> list[str]:
     return ids if isinstance(ids, list) else list(ids)
@@ -330,3 +296,11 @@ class NativeHybridProposer:
         """Write the cross-request cache and the history to `path`; returns the sequences written."""
         write_contents(path, self.contents(), tokenizer)
         return len(self.cache)
+
+
+def native_available() -> bool:
+    try:
+        load_core()
+    except NativeDrafterMissing:
+        return False
+    return True

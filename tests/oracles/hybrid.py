@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specdec.drafting.base import DraftBatch
+from oracles.base import DraftBatch
 from specdec.drafting.cache_file import CacheContents, write_contents
-from specdec.drafting.confidence import (
+from oracles.confidence import (
     BUCKET_SOURCE,
     SOURCES,
     ConfidenceTable,
@@ -35,10 +35,10 @@ from specdec.drafting.confidence import (
     own_bucket,
     shared_bucket,
 )
-from specdec.drafting.live_text import DEFAULT_GROUP_MAX_TOKENS, LiveText
-from specdec.drafting.ngram import ngram_match
-from specdec.drafting.prompt_history import DEFAULT_MAX_TOKENS, DEFAULT_PER_PROMPT, PromptHistory
-from specdec.drafting.suffix_cache import SuffixTrieCache, cache_sizes
+from oracles.live_text import DEFAULT_GROUP_MAX_TOKENS, LiveText
+from oracles.ngram import ngram_match
+from oracles.prompt_history import DEFAULT_MAX_TOKENS, DEFAULT_PER_PROMPT, PromptHistory
+from oracles.suffix_cache import SuffixTrieCache, cache_sizes
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE = (_EMPTY, _EMPTY)

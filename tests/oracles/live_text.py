@@ -24,9 +24,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from specdec.drafting.multi_index import MultiIndex
-from specdec.drafting.prompt_digest import prompt_digest
-from specdec.drafting.prompt_history import PromptHistory
+from oracles.multi_index import MultiIndex
+from oracles.prompt_digest import prompt_digest
+from oracles.prompt_history import PromptHistory
 
 DEFAULT_GROUP_MAX_TOKENS = 2_000_000
 LIVE_SLACK_TOKENS = 65536  # finished requests' tokens the live index keeps beyond twice the live ones
