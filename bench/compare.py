@@ -1,16 +1,14 @@
 """`specdec bench`: which method pays on my data, at which batch size, priced for which GPU.
 
 `--engine replay`: outputs are generated once with the real engine (cached), then every
-method is replayed on them: tokens per target forward for a K sweep, in seconds. With
-`--cost` the replay runs in batches (`--batch-sizes`) and every step is priced by a
-step-time model: projected tokens/s per method and batch size (bench/projection.py).
-`--engine vllm`: real throughput per method and batch size, methods alternating in rounds.
-`--temperature T --samples S [--epochs E]`: a sampled workload, every prompt S times at
-temperature T (each sample its own seed); with E epochs every method's drafter state is
-kept from epoch to epoch and only the last is measured.
-Engine and prompt options (model, dtype, --max-model-len, --prompt-format, --max-tokens, ...)
-are generate's, from the one parameter model; rows that cannot run are reported and left out.
-`specdec store-bench` (the pipeline's) adds the `--json` records to DuckDB.
+method is replayed on them in batches (`--batch-sizes`), every step priced by a step-time
+model (`--cost`, default h100-llama3-8b): projected tokens/s per method, K and batch size
+(bench/projection.py). `--engine vllm`: real throughput per method and batch size, methods
+alternating in rounds (bench/throughput.py). `--temperature T --samples S [--epochs E]`: a
+sampled workload (bench/reference.py). Engine and prompt options (model, dtype,
+--max-model-len, --prompt-format, --max-tokens, ...) are generate's, from the one parameter
+model; rows that cannot run are reported and left out. `specdec store-bench` (the
+pipeline's) adds the `--json` records to DuckDB.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from pathlib import Path
 
 from bench import cost_models
 from bench.datasets import BUILTIN, load_rows
-from bench.reference import SampledWorkload
+from bench.reference import Workload
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
 from specdec.engine_cache import engine_configs
@@ -32,7 +30,6 @@ from specdec.prompts import reject_greedy_samples, tokenize_rows
 # Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
 # seed, samples) is the workload's: greedy by default.
 NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
-REPLAY_METHODS = ("none", "ngram", "ngram[2..5]", "suffix", "specdec")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,12 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
     p.add_argument("--batch-sizes", default="1,16",
-                   help="vllm engine: requests run in groups of this size, each group to its end; replay with "
-                        "--cost: up to this many at once, the next joining as one finishes")
+                   help="vllm engine: requests run in groups of this size, each group to its end; replay: up "
+                        "to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
     p.add_argument("--cost", action="append", default=None,
                    help="replay: price batched steps with this step-time model: "
-                        f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable")
+                        f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: "
+                        f"{cost_models.H100_LLAMA3_8B})")
     p.add_argument("--rounds", type=int, default=3, help="vllm engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--min-prompts", type=int, default=16,
@@ -69,13 +67,11 @@ def run(args: argparse.Namespace) -> int:
     records: list = []
     for source in args.input or ["humaneval"]:
         rows, dataset = load_rows(source, args.limit)
-        tokenized = _tokenize(rows, params, engine_cfg, dataset)
-        if args.engine == "replay" and args.cost:
-            records += _project(tokenized, ks, dataset, engine_cfg, params, args)
-        elif args.engine == "replay":
-            records += _replay(tokenized, ks, dataset, engine_cfg, params, args)
+        requests, tokenizer, workload = _tokenize(rows, params, engine_cfg, dataset, args.epochs)
+        if args.engine == "replay":
+            records += _project(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
         else:
-            records += _vllm(tokenized, ks, dataset, engine_cfg, params, args)
+            records += _vllm(requests, workload, ks, dataset, engine_cfg, params, args)
     _outputs(records, args)
     return 0
 
@@ -89,11 +85,11 @@ def parse_ks(text: str) -> list[int]:
     return sorted(set(ks))
 
 
-def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str):
-    """(requests, tokenizer, row samples): one request for each row that fits (generate's
-    tokenize policy; a sampled workload expands rows into samples per epoch), and the (id,
-    samples) of the rows with a `samples` of their own; the other rows, and those asking for
-    several greedy samples (as generate rejects them), are reported and left out."""
+def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str, epochs: int):
+    """(requests, tokenizer, workload): one request for each row that fits (generate's tokenize
+    policy; a sampled workload expands rows into samples per epoch), the workload holding the
+    rows' own `samples`; the other rows, and those asking for several greedy samples (as
+    generate rejects them), are reported and left out."""
     from transformers import AutoTokenizer
 
     from specdec.models import resolve_model
@@ -109,86 +105,37 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
         print(f"{dataset}: {len(left_out)} row(s) left out:")
         for row in left_out[:10]:
             print(f"  {row.reason}")
-    return requests, tokenizer, row_samples
+    workload = Workload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
+                        row_samples, epochs)
+    return requests, tokenizer, workload
 
 
-def workload_of(params: GenerationParams, epochs: int):
-    from bench.records import Workload
-
-    return Workload(params.temperature, params.samples, epochs)
-
-
-def sampled_workload(params: GenerationParams, row_samples: tuple[tuple[str, int], ...] = ()) -> SampledWorkload | None:
-    """The sampled workload the options ask for (`row_samples`: the rows' own); None for greedy."""
-    if params.temperature == 0:
-        return None
-    return SampledWorkload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
-                           row_samples)
-
-
-def _reference(requests, tokenizer, engine_cfg: EngineConfig, params: GenerationParams, epochs: int = 1,
-               row_samples: tuple[tuple[str, int], ...] = ()) -> list:
-    """Every epoch's replay requests, epoch 1 first: the greedy reference (the same for every
-    epoch, ids made unique per epoch) or each epoch's sampled one."""
-    from bench.reference import greedy_reference, replay_id, sampled_reference
+def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
+    """Every epoch's replay requests, epoch 1 first."""
+    from bench.reference import reference
     from specdec.models import resolve_model
 
     # The reference has no batch size to respect: generate it 64 at a time.
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
-    workload = sampled_workload(params, row_samples)
-    if workload is None:
-        greedy = greedy_reference(requests, cfg, resolve_model(params.model), tokenizer.eos_token_id)
-        if epochs == 1:
-            return [greedy]
-        return [[dataclasses.replace(r, id=replay_id(r.id, 0, e)) for r in greedy] for e in range(1, epochs + 1)]
-    by_epoch = sampled_reference(requests, workload, range(1, epochs + 1), cfg, resolve_model(params.model),
-                                 tokenizer.eos_token_id)
-    return [by_epoch[e] for e in range(1, epochs + 1)]
+    return reference(requests, workload, cfg, resolve_model(params.model), tokenizer.eos_token_id)
 
 
-def _replay(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
+def _project(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
+             params: GenerationParams, args) -> list:
     from bench.methods import all_methods
-    from bench.replay_bench import render_replay_table, run_replay
+    from bench.projection import project, render_projection_table
 
-    requests, tokenizer, row_samples = tokenized
-    available = all_methods()
-    names = _method_names(args.methods, [m for m in REPLAY_METHODS if m in available], set(available) | {"suffix"})
-    if "suffix" in names and "suffix" not in available:
-        print("suffix: left out: arctic-inference's suffix tree is not installed here "
-              "(scripts/install.sh builds it from packaging/suffix_tree)")
-        names.remove("suffix")
-    *earlier, reference = _reference(requests, tokenizer, engine_cfg, params, args.epochs, row_samples)
-    workload = workload_of(params, args.epochs)
-    records = []
-    for k in ks:
-        for name in names:
-            record, _ = run_replay(available[name], reference, k, dataset, earlier, workload)
-            records.append(record)
-            print(f"{dataset} {name} K={k}: {record.tokens_per_forward:.3f} tokens/forward "
-                  f"(started {record.started_from})", flush=True)
-    print()
-    print(render_replay_table(records))
-    return records
-
-
-def _project(tokenized, ks, dataset, engine_cfg: EngineConfig, params: GenerationParams, args) -> list:
-    from bench.methods import all_methods
-    from bench.projection import project
-    from bench.projection_report import render_projection_table
-
-    requests, tokenizer, row_samples = tokenized
-    *earlier, reference = _reference(requests, tokenizer, engine_cfg, params, args.epochs, row_samples)
+    *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
     available = all_methods()
     names = _method_names(args.methods, list(available), allowed=set(available))
-    calibrated = None
-    if cost_models.CPU_CALIBRATED in args.cost:
-        calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks))
-    costs = [cost_models.resolve(c, calibrated) for c in args.cost]
+    asked = args.cost or [cost_models.H100_LLAMA3_8B]
+    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
+    costs = [cost_models.resolve(c, calibrated) for c in asked]
     for cost in costs:
         print(cost.describe())
-    records = project(reference, dataset, [available[n] for n in names], ks, _batch_sizes(args), costs,
+    records = project(measured, dataset, [available[n] for n in names], ks, _batch_sizes(args), costs,
                       engine_cfg.max_model_len, progress=lambda line: print(line, flush=True),
-                      warmup_epochs=earlier, workload=workload_of(params, args.epochs))
+                      warmup_epochs=earlier, workload=workload)
     print()
     print(render_projection_table(records))
     return records
@@ -198,26 +145,20 @@ def _batch_sizes(args) -> list[int]:
     return [int(b) for b in args.batch_sizes.split(",")]
 
 
-def _vllm(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
-    from bench.reference import sampled_requests
-    from bench.throughput import DEFAULT_METHODS, GREEDY, engine_methods, run_rounds
-    from bench.throughput_report import render_table
+def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
+    from bench.reference import epoch_requests
     from bench.suffix_baseline import arctic_available
+    from bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_rounds
 
-    requests, _, row_samples = tokenized
     available = engine_methods(1, params.draft_model)
     default = [m for m in DEFAULT_METHODS if m != "suffix" or arctic_available()]
     names = _method_names(args.methods, default, allowed=set(available))
-    if "none" in names:  # listed first: the ratios are against it
-        names.remove("none")
-        names.insert(0, "none")
+    names.sort(key=lambda n: n != "none")  # none first: the ratios are against it
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, not {args.rounds}")
     batch_sizes = _batch_sizes(args)
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
-    sampled = sampled_workload(params, row_samples)
-    epochs = ([sampled_requests(measured, sampled, e) for e in range(1, args.epochs + 1)] if sampled
-              else [list(measured)] * args.epochs)
+    epochs = [epoch_requests(measured, workload, e) for e in range(1, workload.epochs + 1)]
     if len(epochs[-1]) < max(batch_sizes):
         print(f"note: only {len(epochs[-1])} prompts to measure: batch {max(batch_sizes)} runs "
               f"{len(epochs[-1])} at once (use --limit {max(batch_sizes) + 2} or more)")
@@ -225,10 +166,8 @@ def _vllm(tokenized, ks, dataset, engine_cfg, params: GenerationParams, args) ->
     for k in ks:
         specs = engine_methods(k, params.draft_model)
         print(f"== {dataset} K={k}: {', '.join(names)} in {args.rounds} interleaved round(s)", flush=True)
-        records += run_rounds({n: specs[n] for n in names}, engine_cfg, epochs[-1], warmup, batch_sizes, args.rounds,
-                              dataset, args.min_prompts, progress=lambda line: print(line, flush=True),
-                              sampling=sampled.sampling if sampled else GREEDY, warmup_epochs=epochs[:-1],
-                              workload=workload_of(params, args.epochs))
+        records += run_rounds({n: specs[n] for n in names}, engine_cfg, epochs, warmup, batch_sizes, args.rounds,
+                              dataset, args.min_prompts, workload, progress=lambda line: print(line, flush=True))
         print(render_table(records), flush=True)
     return records
 

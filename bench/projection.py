@@ -23,11 +23,14 @@ from bench.batched_replay import SimulatedStepTimer, Simulation, simulate
 from bench.cost_models import CostModel
 from bench.methods import Method, all_methods
 from bench.pricing import Priced, price
-from bench.records import ProjectionRecord, Workload
+from bench.records import ProjectionRecord
+from bench.reference import Workload
 from bench.replay import ReplayRequest, expected_output
-from specdec.stats import ShardStats, Totals
+from specdec.stats import ShardStats
 
-STARTED_FROM = "cold cross-request cache; a request joins when one finishes (vLLM max_num_seqs)"
+JOINING = "a request joins when one finishes (vLLM max_num_seqs)"
+BASELINES = ("ngram", "ngram[2..5]", "suffix")
+METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +58,7 @@ def project(
     """Records for every method, K, batch size and cost model (batch sizes larger than the
     prompt set are skipped: every prompt is used once, never repeated). `none` is replayed
     whether asked for or not: the speed-ups are against it. `warmup_epochs` run first
-    through each method's drafter, at the same batch size, unpriced; `requests` is the
+    through each method's drafter at the same batch size, unpriced; `requests` is the
     epoch measured."""
     if all(m.name != "none" for m in methods):
         methods = [all_methods()["none"], *methods]
@@ -68,7 +71,7 @@ def project(
             for k in _ks(method, ks):
                 runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
-    return _records(runs, dataset, requests, workload, len(warmup_epochs))
+    return _records(runs, dataset, requests, workload)
 
 
 def _ks(method: Method, ks: Sequence[int]) -> list[int]:
@@ -104,44 +107,31 @@ def _simulate_and_price(
     return runs
 
 
-@dataclasses.dataclass(frozen=True)
-class _Rates:
-    total: Totals
-    tokens_per_s: float  # end to end
-    decode_tokens_per_s: float
-
-
-def _rates(run: _Run, num_requests: int) -> _Rates:
-    total = ShardStats.aggregate(r.stats for r in run.simulation.results)
-    return _Rates(total, run.priced.tokens_per_s(total.num_output_tokens),
-                  run.priced.decode_tokens_per_s(total.num_output_tokens, num_requests))
-
-
-def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest], workload: Workload = Workload(),
-             num_warmup_epochs: int = 0) -> list[ProjectionRecord]:
-    rates = [_rates(run, len(requests)) for run in runs]
+def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
+             workload: Workload = Workload()) -> list[ProjectionRecord]:
+    totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
+    rates = [(run.priced.tokens_per_s(t.num_output_tokens), run.priced.decode_tokens_per_s(t.num_output_tokens,
+                                                                                           len(requests)))
+             for run, t in zip(runs, totals)]
     none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
     expected = [expected_output(req) for req in requests]
-    started_from = STARTED_FROM if not num_warmup_epochs else (
-        f"state kept from {num_warmup_epochs} earlier epoch(s) of the same prompts; "
-        "a request joins when one finishes (vLLM max_num_seqs)")
+    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
+                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
     records = []
-    for run, r in zip(runs, rates):
-        base = none[(run.batch_size, run.cost.name)]  # project() always replays none
-        priced = run.priced
+    for run, total, (e2e, decode) in zip(runs, totals, rates):
+        base, priced = none[(run.batch_size, run.cost.name)], run.priced  # project() always replays none
         records.append(ProjectionRecord(
             method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
             dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
-            mean_running=priced.mean_running, projected_tokens_per_s=r.tokens_per_s,
-            projected_decode_tokens_per_s=r.decode_tokens_per_s, speedup_vs_none=r.tokens_per_s / base.tokens_per_s,
-            decode_speedup_vs_none=r.decode_tokens_per_s / base.decode_tokens_per_s,
-            tokens_per_forward=priced.tokens_per_forward(r.total.num_output_tokens, len(requests)),
-            acceptance_rate=r.total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
+            mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
+            speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
+            tokens_per_forward=priced.tokens_per_forward(total.num_output_tokens, len(requests)),
+            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
             drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
             outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
             started_from=started_from, draft_cost=run.method.draft_cost.source,
-            accepted_per_pos=r.total.accepted_per_pos, num_output_tokens=r.total.num_output_tokens,
-            tokens_per_s=r.tokens_per_s, **workload.fields(),
+            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
+            tokens_per_s=e2e, **workload.record_fields(),
         ))
     return mark_best_k(records)
 
@@ -155,3 +145,63 @@ def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
             best[key] = r
     chosen = {id(r) for r in best.values()}
     return [dataclasses.replace(r, best_k=id(r) in chosen) for r in records]
+
+
+def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
+    """The records a table shows: each method's best K per dataset, batch size and cost model
+    (methods replayed at one K have only that one)."""
+    order = {m: i for i, m in enumerate(METHOD_ORDER)}
+    picked = [r for r in records if r.best_k]
+    return sorted(picked, key=lambda r: (r.cost_model, r.dataset, r.batch_size, order.get(r.method, len(order)), r.method))
+
+
+def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
+    header = (f"{'batch':>5}{'running':>8}  {'method':<19}{'K':>3}{'tok/s':>10}{'decode':>10}{'x none':>8}"
+              f"{'tok/fwd':>8}{'accept':>7}{'drafted':>8}{'drafting':>9}")
+    blocks = []
+    rows = shown(records)
+    for cost_model, dataset in dict.fromkeys((r.cost_model, r.dataset) for r in rows):
+        group = [r for r in rows if (r.cost_model, r.dataset) == (cost_model, dataset)]
+        lines = [f"projected on {cost_model}: {dataset}, {_requests(group[0])} "
+                 f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
+                 f"per running request per step)", header, "-" * len(header)]
+        for r in group:
+            k = "-" if r.method == "none" else str(r.k_max)
+            lines.append(
+                f"{r.batch_size:>5}{r.mean_running:>8.1f}  {r.method:<19}{k:>3}{r.projected_tokens_per_s:>10.1f}"
+                f"{r.projected_decode_tokens_per_s:>10.1f}{r.speedup_vs_none:>8.2f}{r.tokens_per_forward:>8.2f}"
+                f"{r.acceptance_rate:>7.2f}{r.mean_drafted_tokens_per_step:>8.2f}{r.drafting_share:>9.1%}"
+                + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")
+            )
+        blocks.append("\n".join(lines + [""] + standing(group)))
+    return "\n\n".join(blocks)
+
+
+def _requests(r: ProjectionRecord) -> str:
+    """"16 prompts" (greedy), "128 requests (16 prompts x 8 samples at T=0.8), epoch 2"."""
+    if r.temperature == 0:
+        text = f"{r.num_requests} prompts"
+    else:
+        text = (f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples "
+                f"at T={r.temperature:g})")
+    return text + (f", epoch {r.epoch}" if r.epoch > 1 else "")
+
+
+def standing(group: Sequence[ProjectionRecord]) -> list[str]:
+    """specdec against none, the best baseline (at its best K) and the oracle, per batch size."""
+    lines = []
+    for batch in sorted({r.batch_size for r in group}):
+        at = {r.method: r for r in group if r.batch_size == batch}
+        ours = at.get("specdec")
+        baselines = [at[m] for m in BASELINES if m in at]
+        if ours is None or not baselines:
+            continue
+        best = max(baselines, key=lambda r: r.projected_tokens_per_s)
+        oracle = at.get("oracle")
+        ceiling = f", oracle {oracle.speedup_vs_none:.2f}x none" if oracle else ""
+        lines.append(
+            f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
+            f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
+            f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}"
+        )
+    return lines

@@ -1,5 +1,5 @@
-"""The records `specdec bench --json` writes: one per method, K, batch size (and cost model),
-for the replay, the real engine and the projection. `specdec store-bench` reads them."""
+"""The records `specdec bench --json` writes: one per method, K and batch size (and cost
+model), for the real engine and the projection. `specdec store-bench` reads them."""
 
 from __future__ import annotations
 
@@ -9,23 +9,11 @@ from specdec.stats import Totals
 
 
 @dataclasses.dataclass(frozen=True)
-class Workload:
-    """What a record's outputs were drawn as, beyond the prompts: greedy (temperature 0) or
-    `samples` completions per prompt at `temperature`; `epoch` is the epoch measured (the
-    earlier ones ran before it, untimed, with every drafter's state kept)."""
-
-    temperature: float = 0.0
-    samples: int = 1
-    epoch: int = 1
-
-    def fields(self) -> dict[str, float | int]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
 class BenchRecord:
+    """One method at one K and batch size on the real engine, over interleaved rounds."""
+
     method: str
-    engine: str  # replay | vllm
+    engine: str  # vllm
     dataset: str
     batch_size: int
     k_max: int
@@ -36,7 +24,7 @@ class BenchRecord:
     started_from: str
     accepted_per_pos: list[int]
     num_output_tokens: int
-    # Real engine only (medians over its interleaved rounds):
+    # Medians over the rounds:
     tokens_per_s: float | None = None  # end to end: the prefill pass and the decode pass
     seconds: float | None = None  # the same, per round
     decode_tokens_per_s: float | None = None  # prompts already in the prefix cache
@@ -49,7 +37,7 @@ class BenchRecord:
     decode_speedup_vs_none: float | None = None
     decode_speedup_min: float | None = None
     decode_speedup_max: float | None = None
-    # The workload (Workload): greedy, or sampled; the epoch measured.
+    # The workload (bench.reference.Workload): greedy, or sampled; the epoch measured.
     temperature: float = 0.0
     samples: int = 1
     epoch: int = 1
@@ -94,6 +82,6 @@ class ProjectionRecord:
     accepted_per_pos: list[int]
     num_output_tokens: int
     tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read
-    temperature: float = 0.0  # the workload (Workload): greedy, or sampled; the epoch measured
+    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
     samples: int = 1
     epoch: int = 1

@@ -6,7 +6,7 @@ import pytest
 
 from bench import throughput
 from bench.rounds import Step, Timing, schedule, summarize
-from bench.throughput_report import render_table
+from bench.throughput import render_table
 from specdec.config import EngineConfig
 from specdec.engines import vllm_engine
 from specdec.types import GenerationRequest
@@ -47,7 +47,7 @@ def _run(monkeypatch, names, rounds=2):
     monkeypatch.setattr(vllm_engine, "VllmEngine", RecordingEngine)
     RecordingEngine.clear()
     specs = throughput.engine_methods(4)
-    return throughput.run_rounds({n: specs[n] for n in names}, EngineConfig(max_model_len=2048), REQUESTS, WARMUP,
+    return throughput.run_rounds({n: specs[n] for n in names}, EngineConfig(max_model_len=2048), [REQUESTS], WARMUP,
                                  [1, 16], rounds, "d", min_prompts=8)
 
 

@@ -10,7 +10,7 @@ from bench import compare
 from bench.cost_models import CostModel, h100_llama3_8b
 from bench.methods import NGRAM_DRAFT, OUR_DRAFT, Method, all_methods, fixed_k, oracle
 from bench.projection import project
-from bench.projection_report import render_projection_table, shown
+from bench.projection import render_projection_table, shown
 from bench.replay import ReplayRequest
 from specdec.step_cost import StepCost
 from support.bench_cli import specdec_main
