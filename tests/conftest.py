@@ -10,7 +10,7 @@
 Real vLLM engines are expensive (20-60 s to start on 2 cores), so each distinct engine
 configuration is started at most once per test session and reused; specdec settings that
 differ only in the drafter (budget, cache, cache file, k_max within the engine's K) share one
-engine, whose drafter is rebound (`bench.engine_hooks.rebind`)."""
+engine, whose drafter is rebound (`support.engine_calls.rebind`)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def engine_factory(default_model_dir) -> Iterator:
     a shared one with a newly started engine; `newest=True` only where another engine started
     after it: vLLM's metrics registry (`get_metrics`, `counters`) follows only the newest engine
     of a process."""
-    from bench.engine_hooks import is_newest, rebind
+    from support.engine_calls import is_newest, rebind
     from specdec.config import SpecConfig
     from specdec.engine_cache import engine_configs
     from specdec.engines.vllm_engine import VllmEngine

@@ -12,6 +12,7 @@ from bench.replay import ReplayRequest, replay
 from specdec.config import ConfigError, SpecConfig
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, SamplingOptions
+from support import engine_calls
 from support.greedy_checks import assert_same_greedy_outputs
 
 pytestmark = pytest.mark.slow
@@ -38,10 +39,10 @@ def speculative(engine_factory, requests):
     # the newest engine (a shared one may have been started before others); this fixture
     # comes before `plain` in the first test's arguments, so a shared one can be kept
     engine = engine_factory("specdec", k_max=K_MAX, newest=True)
-    before = engine_hooks.counters(engine)
+    before = engine_calls.counters(engine)
     results = engine.generate(requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
-    return results, engine_hooks.counters(engine) - before, engine.step_cost()
+    return results, engine_calls.counters(engine) - before, engine.step_cost()
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
@@ -86,16 +87,16 @@ def test_drafting_switched_off_runs_without_drafts_and_back_on_drafts_again(engi
     subset = requests[:4]
     engine_hooks.reset_proposer(engine)
     try:
-        engine_hooks.set_drafting(engine, False)
+        engine_calls.set_drafting(engine, False)
         off = engine.generate(subset, GREEDY)
     finally:
-        engine_hooks.set_drafting(engine, True)
+        engine_calls.set_drafting(engine, True)
     assert sum(r.stats.num_draft_tokens for r in off) == 0
     assert [r.output_token_ids for r in off] == [r.output_token_ids for r in plain[:4]]
     engine_hooks.reset_proposer(engine)
     assert sum(r.stats.num_draft_tokens for r in engine.generate(subset, GREEDY)) > 0
     with pytest.raises(ConfigError, match="only specdec"):
-        engine_hooks.set_drafting(engine_factory("none"), False)
+        engine_calls.set_drafting(engine_factory("none"), False)
 
 
 def test_per_request_stats_reconcile_with_vllm_counters(speculative):
@@ -129,7 +130,7 @@ def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory):
 
     engine = engine_factory("specdec", k_max=K_MAX)
     cfg = engine.engine_config
-    steps, prefills = engine_hooks.recalibrate(engine)
+    steps, prefills = engine_calls.recalibrate(engine)
     runs = calibration.calibration_runs(cfg.max_num_seqs, K_MAX, cfg.max_model_len)
     assert len(prefills) == len(runs)
     # a new set in place of the loaded one, not added to it: at most one sample per decode step

@@ -16,12 +16,12 @@ except ImportError as exc:
         allow_module_level=True,
     )
 
-from bench import engine_hooks
 from bench.drafters import FixedK
 from bench.replay import ReplayRequest, replay
 from bench.suffix_baseline import ArcticSuffixProposer
 from specdec.config import SpecConfig
 from specdec.types import GenerationRequest, SamplingOptions
+from support.engine_calls import counters
 from support.greedy_checks import assert_same_greedy_outputs
 
 pytestmark = pytest.mark.slow
@@ -83,9 +83,9 @@ def requests(engine_factory, humaneval_rows):
 def test_suffix_greedy_output_identical_to_no_speculation(engine_factory, requests):
     plain = engine_factory("none").generate(requests, GREEDY)
     engine = engine_factory("suffix", k_max=K_MAX)
-    before = engine_hooks.counters(engine)
+    before = counters(engine)
     results = engine.generate(requests, GREEDY)
-    delta = engine_hooks.counters(engine) - before
+    delta = counters(engine) - before
     total = assert_same_greedy_outputs(plain, results, "suffix")
     # suffix decoding's drafts are in vLLM's counters too
     assert delta.num_drafts == total.num_drafts

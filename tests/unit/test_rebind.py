@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bench.engine_hooks import rebind
 from specdec.config import ConfigError, SpecConfig
 from specdec.engines.vllm_engine import VllmEngine
 from specdec.engines.vllm_proposer import SpecdecVllmProposer
+from support.engine_calls import rebind
 
 ENGINE_K = 8
 REPEATING = [5, 6, 7, 8, 9, 10, 11, 12] * 32  # own text that drafts as far as allowed

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.engine_hooks import counters
-from bench.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_engine import VllmEngine
+from support.engine_calls import counters
+from support.vllm_counters import SpecCounters, read_spec_counters
 
 
 def metric(name: str, value: int = 0, values: list[int] | None = None) -> SimpleNamespace:
