@@ -122,7 +122,7 @@ def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig
 
 def _project(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
              params: GenerationParams, args) -> list:
-    from bench.methods import all_methods
+    from bench.drafters import all_methods
     from bench.projection import project, render_projection_table
 
     *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)

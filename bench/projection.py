@@ -19,13 +19,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from bench.batched_replay import SimulatedStepTimer, Simulation, simulate
-from bench.cost_models import CostModel
-from bench.methods import Method, all_methods
-from bench.pricing import Priced, price
+from bench.cost_models import CostModel, Priced, price
+from bench.drafters import Method, all_methods
 from bench.records import ProjectionRecord
 from bench.reference import Workload
-from bench.replay import ReplayRequest, expected_output
+from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
 from specdec.stats import ShardStats
 
 JOINING = "a request joins when one finishes (vLLM max_num_seqs)"

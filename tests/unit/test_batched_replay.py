@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.batched_replay import LOG_FIELDS, SimulatedStepTimer, simulate
-from bench.cost_models import CostModel, from_json, h100_llama3_8b, resolve
+from bench.cost_models import CostModel, DraftCost, from_json, h100_llama3_8b, price, resolve
 from bench.drafters import FixedK, NullProposer, specdec_drafter
-from bench.pricing import DraftCost, price
-from bench.replay import ReplayRequest, replay
+from bench.replay import LOG_FIELDS, ReplayRequest, SimulatedStepTimer, simulate
 from specdec.config import ConfigError, SpecConfig
 from specdec.step_cost import StepCost
 from support.replay_requests import Lookup
+from support.sequential_replay import sequential_replay
 
 
 class ScriptedProposer:
@@ -88,7 +87,7 @@ def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec
     reqs = as_requests(raw, frozenset(stop))  # with a stop token, outputs end at its first occurrence
     make = (lambda: specdec_drafter(SpecConfig(method="specdec", k_max=k))) if specdec else (
         lambda: controller(k, Lookup(1, 4)))
-    expected = replay(reqs, make())
+    expected = sequential_replay(reqs, make())
     got = simulate(reqs, make(), batch_size=1, max_batched_tokens=8).results
     assert [(r.output_token_ids, r.per_step_drafted, r.per_step_accepted, r.stats) for r in got] == [
         (r.output_token_ids, r.per_step_drafted, r.per_step_accepted, r.stats) for r in expected
@@ -207,7 +206,7 @@ def test_cost_model_from_a_json_file(tmp_path):
 
 
 def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
-    from bench.batched_replay import simulated_calibration
+    from bench.replay import simulated_calibration
     from specdec.engines.calibration import LONG_PROMPT_TOKENS, PROMPT_TOKENS, calibration_runs
 
     runs = calibration_runs(max_num_seqs=64, k_max=4, max_model_len=4096)
@@ -227,7 +226,7 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
 
 def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_model_uses_it(tmp_path):
     from bench.cost_models import from_samples
-    from bench.batched_replay import simulated_calibration
+    from bench.replay import simulated_calibration
     from specdec.step_cost import PrefillSample, fit_prefill_token_seconds
     from specdec.engines.calibration import read_calibration
 
@@ -265,5 +264,5 @@ def test_every_drafter_call_knows_each_rows_prompt_length(batch_size):
     simulate(reqs, spy, batch_size=batch_size, max_batched_tokens=6)
     assert spy.seen == {r.id: {len(r.prompt_token_ids)} for r in reqs}
     one = PromptLengthSpy(SpecConfig(method="ngram", k_max=2), ScriptedProposer())
-    replay(reqs, one)
+    sequential_replay(reqs, one)
     assert one.seen == spy.seen

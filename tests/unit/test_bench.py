@@ -2,7 +2,7 @@
 outputs, records, plots and the DuckDB store."""
 
 from bench.cost_models import h100_llama3_8b
-from bench.methods import all_methods
+from bench.drafters import all_methods
 from bench.plots import write_plots
 from bench.projection import project
 from bench.replay import expected_output, replay

@@ -8,7 +8,7 @@ import pytest
 
 from bench import compare
 from bench.cost_models import CostModel, h100_llama3_8b
-from bench.methods import NGRAM_DRAFT, OUR_DRAFT, Method, all_methods, fixed_k, oracle
+from bench.drafters import NGRAM_DRAFT, OUR_DRAFT, Method, all_methods, fixed_k, oracle
 from bench.projection import project
 from bench.projection import render_projection_table, shown
 from bench.replay import ReplayRequest

@@ -11,7 +11,7 @@ import pytest
 
 from bench import compare, throughput
 from bench.cost_models import h100_llama3_8b
-from bench.methods import all_methods
+from bench.drafters import all_methods
 from bench.projection import project
 from bench.reference import LOOKAHEAD, Workload, epoch_requests, epoch_seed, reference, reference_path, replay_id
 from bench.replay import ReplayRequest, replay

@@ -52,8 +52,7 @@ def test_without_the_budget_the_tail_changes_nothing():
 def test_the_batched_replay_passes_the_tail_as_vllms_worker_sees_it(batch_size, longest):
     """One request at batch size 1 fills the batch (never a tail); at batch size 2 the batch
     always has a free row, so under a cheap step it drafts up to the tail ceiling."""
-    from bench.batched_replay import SimulatedStepTimer, simulate
-    from bench.replay import ReplayRequest
+    from bench.replay import ReplayRequest, SimulatedStepTimer, simulate
     from specdec.controller import DraftController
 
     text = REPEATING.tolist()
