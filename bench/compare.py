@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=None,
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16",
+    p.add_argument("--batch-sizes", default="1,16", type=lambda text: [int(b) for b in text.split(",")],
                    help="vllm engine: requests run in groups of this size, each group to its end; replay: up "
                         "to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
@@ -111,11 +111,10 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
 
 
 def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
-    """Every epoch's replay requests, epoch 1 first."""
+    """Every epoch's replay requests, epoch 1 first (generated 64 at a time: no batch size to respect)."""
     from bench.reference import reference
     from specdec.models import resolve_model
 
-    # The reference has no batch size to respect: generate it 64 at a time.
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
     return reference(requests, workload, cfg, resolve_model(params.model), tokenizer.eos_token_id)
 
@@ -133,16 +132,12 @@ def _project(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: E
     costs = [cost_models.resolve(c, calibrated) for c in asked]
     for cost in costs:
         print(cost.describe())
-    records = project(measured, dataset, [available[n] for n in names], ks, _batch_sizes(args), costs,
+    records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes, costs,
                       engine_cfg.max_model_len, progress=lambda line: print(line, flush=True),
                       warmup_epochs=earlier, workload=workload)
     print()
     print(render_projection_table(records))
     return records
-
-
-def _batch_sizes(args) -> list[int]:
-    return [int(b) for b in args.batch_sizes.split(",")]
 
 
 def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
@@ -156,7 +151,7 @@ def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: Generat
     names.sort(key=lambda n: n != "none")  # none first: the ratios are against it
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, not {args.rounds}")
-    batch_sizes = _batch_sizes(args)
+    batch_sizes = args.batch_sizes
     warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
     epochs = [epoch_requests(measured, workload, e) for e in range(1, workload.epochs + 1)]
     if len(epochs[-1]) < max(batch_sizes):

@@ -11,7 +11,9 @@ Methods with a fixed K are replayed for every K of the sweep and shown at their 
 batch size and cost model; `specdec` runs at the largest K, its batch budget sizing drafts
 from a step-cost model it learns from the simulated step times (never handed the cost model
 itself). With warm-up epochs every method's drafter (and specdec's step timer) first replays
-those epochs in batches, unpriced, and keeps its state for the measured epoch.
+those epochs in batches, unpriced, and keeps its state for the measured epoch. One
+`ProjectionRecord` per method, K, batch size and cost model: what `--json` writes and
+`specdec store-bench` reads; the tables show each method at its best K.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import Callable, Sequence
 
 from bench.cost_models import CostModel, Priced, price
 from bench.drafters import Method, all_methods
-from bench.records import ProjectionRecord
 from bench.reference import Workload
 from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
 from specdec.stats import ShardStats
@@ -29,6 +30,36 @@ from specdec.stats import ShardStats
 JOINING = "a request joins when one finishes (vLLM max_num_seqs)"
 BASELINES = ("ngram", "ngram[2..5]", "suffix")
 METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionRecord:
+    method: str
+    engine: str  # projected:<cost model>
+    cost_model: str
+    dataset: str
+    batch_size: int
+    k_max: int  # 0 for none
+    num_requests: int
+    mean_running: float  # requests running per step
+    projected_tokens_per_s: float  # end to end: prefill, decode and drafting
+    projected_decode_tokens_per_s: float  # decode steps (their share of mixed steps) and drafting
+    speedup_vs_none: float  # end to end, against none at the same batch size and cost model
+    decode_speedup_vs_none: float
+    tokens_per_forward: float
+    acceptance_rate: float
+    mean_drafted_tokens_per_step: float  # draft tokens verified per running request per step
+    drafting_share: float  # the drafter's share of the projected time
+    best_k: bool  # the fastest K of this method, dataset, batch size and cost model
+    outputs_identical_to_none: bool
+    started_from: str
+    draft_cost: str  # how the drafter's time was counted
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read
+    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
+    samples: int = 1
+    epoch: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,12 +4,11 @@ For every point of the grid (batch size x context length x tokens in the cross-r
 cache) every method gets the same vLLM-style token buffer (synthetic prompts that copy from
 themselves and from finished requests, then one new token per request per step) and a cache
 filled with the same finished requests. Rows come in groups of `--rows-per-prompt` that share
-their prompt and write similar outputs (samples of one prompt); specdec's drafters are told
-each row's prompt length, as vLLM's input batch tells them, so they draft from siblings and
-from every running request's text, and each step's figure includes taking every row's new
-token into its prompt group and the live index. Untimed, each method first sees every prompt; then,
-for each repeat, the methods run `--steps` engine steps each, one after another in an order
-that rotates every repeat, so that whatever else the machine does falls on all of them alike.
+their prompt and write similar outputs (samples of one prompt); specdec's drafter is told each
+row's prompt length, as vLLM's input batch tells it, so it drafts from siblings and running
+requests too. Untimed, each method first sees every prompt; then, for each repeat, the
+methods run `--steps` engine steps each, in an order that rotates every repeat, so that
+whatever else the machine does falls on all of them alike.
 A figure is the median over repeats of µs per request per step, with its range (max - min),
 in this process's CPU time by default (`--clock wall` for elapsed time).
 """
@@ -24,9 +23,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from bench.propose_methods import METHODS, make_runner
+from bench.propose_methods import METHODS, finished_requests, make_runner, request_buffer, share_prompts
 from bench.suffix_baseline import arctic_available
-from bench.token_streams import VOCAB, finished_requests, request_buffer
 from specdec.step_cost import REFIT_EVERY, REFIT_ROWS
 
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
@@ -103,16 +101,15 @@ def measure_point(
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
     donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
     token_ids = share_prompts(request_buffer(batch, context, steps * repeats + 1, donors), context, rows_per_prompt)
-    runnable = list(methods)
-    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens, context) for m in runnable}
-    lengths = {m: np.full(batch, context, dtype=np.int32) for m in runnable}
+    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens, context) for m in methods}
+    lengths = {m: np.full(batch, context, dtype=np.int32) for m in methods}
     for m, runner in runners.items():
         runner.fill_cache(filler)
         runner.start(token_ids, lengths[m])
-    times: dict[str, list[float]] = {m: [] for m in runnable}
-    drafted = {m: 0 for m in runnable}
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    drafted = {m: 0 for m in methods}
     for rep in range(repeats):
-        for m in runnable[rep % len(runnable) :] + runnable[: rep % len(runnable)]:
+        for m in [*methods[rep % len(methods) :], *methods[: rep % len(methods)]]:
             started = clock()
             for _ in range(steps):
                 lengths[m] += 1
@@ -122,24 +119,8 @@ def measure_point(
     return [
         PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])),
                     repeats, steps, drafted[m] / (steps * repeats * batch))
-        for m in runnable
+        for m in methods
     ]
-
-
-def share_prompts(token_ids: np.ndarray, context: int, rows_per_prompt: int, seed: int = 0) -> np.ndarray:
-    """Rows in groups of `rows_per_prompt` with the first row's prompt (token_ids[:, :context])
-    and its output with about 1 token in 16 changed (samples of one prompt write similar text)."""
-    if rows_per_prompt < 1:
-        raise ValueError(f"rows_per_prompt={rows_per_prompt} must be >= 1")
-    rng = np.random.default_rng(seed)
-    out = token_ids.copy()
-    for row in range(out.shape[0]):
-        first = row - row % rows_per_prompt
-        if row != first:
-            out[row] = out[first]
-            changed = context + np.flatnonzero(rng.random(out.shape[1] - context) < 1 / 16)
-            out[row, changed] = rng.integers(0, VOCAB, size=changed.size)
-    return out
 
 
 def _print_point(results: Sequence[PointResult]) -> None:
@@ -157,10 +138,7 @@ def _table(points: Sequence[PointResult]) -> str:
     head = f"{'cache':>9} {'context':>7} {'batch':>5}  " + "  ".join(f"{m:>26}" for m in methods)
     rows = [head, "-" * len(head)]
     for key in keys:
-        cells = []
-        for m in methods:
-            p = by.get((*key, m))
-            cells.append(f"{'-':>26}" if p is None else f"{p.us_per_request_step:>16.2f} ({p.spread:6.2f})")
+        cells = [f"{by[(*key, m)].us_per_request_step:>16.2f} ({by[(*key, m)].spread:6.2f})" for m in methods]
         rows.append(f"{key[0]:>9,} {key[1]:>7} {key[2]:>5}  " + "  ".join(f"{c:>26}" for c in cells))
-    rows.append("us per request per step: median over repeats (range max - min); '-': not run")
+    rows.append("us per request per step: median over repeats (range max - min)")
     return "\n".join(rows)

@@ -7,7 +7,8 @@ vLLM's prefix cache emptied, the prompts run once with max_tokens=1 (timed apart
 prefill) so that every method finds them in the prefix cache, the cross-request draft cache
 back to cold; then the earlier epochs of a workload run untimed (the drafters keep what they
 learn) and the decode clock times the last. Greedy outputs are compared with `none`'s;
-sampled ones differ from method to method (the random stream depends on the drafts).
+sampled ones differ from method to method (the random stream depends on the drafts). One
+`BenchRecord` per method and batch size: what `--json` writes and `specdec store-bench` reads.
 """
 
 from __future__ import annotations
@@ -21,15 +22,57 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import engine_hooks
-from bench.records import BenchRecord
 from bench.reference import Workload
 from bench.rounds import REFERENCE, UNRESETTABLE, Timing, schedule, summarize
 from specdec.config import EngineConfig, SpecConfig
-from specdec.stats import ShardStats
+from specdec.stats import ShardStats, Totals
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
 DEFAULT_METHODS = ("none", "ngram", "ngram[2..5]", "suffix", "specdec")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchRecord:
+    method: str
+    engine: str  # vllm
+    dataset: str
+    batch_size: int
+    k_max: int
+    num_requests: int
+    tokens_per_forward: float
+    acceptance_rate: float
+    outputs_identical_to_none: bool | None
+    started_from: str
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    # Medians over the rounds:
+    tokens_per_s: float | None = None  # end to end: the prefill pass and the decode pass
+    seconds: float | None = None  # the same, per round
+    decode_tokens_per_s: float | None = None  # prompts already in the prefix cache
+    prefill_seconds: float | None = None
+    rounds: int | None = None
+    # Ratio to none in the same round: median, and min and max over the rounds.
+    speedup_vs_none: float | None = None  # end to end
+    speedup_min: float | None = None
+    speedup_max: float | None = None
+    decode_speedup_vs_none: float | None = None
+    decode_speedup_min: float | None = None
+    decode_speedup_max: float | None = None
+    # The workload (bench.reference.Workload): greedy, or sampled; the epoch measured.
+    temperature: float = 0.0
+    samples: int = 1
+    epoch: int = 1
+
+    @classmethod
+    def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
+        return cls(
+            tokens_per_forward=total.tokens_per_forward,
+            acceptance_rate=total.acceptance_rate,
+            accepted_per_pos=total.accepted_per_pos,
+            num_output_tokens=total.num_output_tokens,
+            **fields,
+        )
 
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:

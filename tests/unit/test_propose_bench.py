@@ -5,13 +5,13 @@ import json
 
 import numpy as np
 
-from bench.propose_speed import share_prompts
+from bench.propose_methods import share_prompts
 from support.bench_cli import specdec_main
 
 
 def test_bench_propose_writes_one_record_per_method_and_point(tmp_path, monkeypatch):
     out = tmp_path / "propose.json"
-    methods = "specdec-worker,specdec-controller,suffix-arctic"
+    methods = "specdec-worker,suffix-arctic"
     argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
             "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--rows-per-prompt", "2",
             "--json", str(out)]
