@@ -66,22 +66,25 @@ class DraftController:
     """specdec's drafting for many requests, one call per engine step. Not thread-safe; one
     per engine worker (see the module docstring)."""
 
-    def __init__(self, config: SpecConfig, tokenizer: str | None = None) -> None:
+    def __init__(self, config: SpecConfig, tokenizer: str | None = None, settings: CoreSettings = CORE) -> None:
         """`tokenizer`: a hash of the tokenizer the token ids come from (specdec.models.
         tokenizer_digest), recorded in the cache file and checked when loading one. Starts
-        from `config.cache_file` when it is usable; `cache_warning` says why it was not."""
+        from `config.cache_file` when it is usable; `cache_warning` says why it was not.
+        `settings`: the core's (tests shrink its bounds)."""
         self.config = config
         self.tokenizer = tokenizer
+        self.settings = s = settings
         contents, self.cache_warning = load_cache_file(config.cache_file, tokenizer)
         core = load_core()
-        depth = contents.max_depth if contents else CORE.cache_max_depth
-        self.drafter = core.Drafter(depth, config.cache_max_tokens, CORE.lookup_min, CORE.lookup_max,
-                                    CORE.cache_min_prob, CORE.min_cache_match, CORE.group_max_tokens,
-                                    CORE.history_max_tokens, CORE.history_per_prompt, CORE.live_slack_tokens)
+        depth = contents.max_depth if contents else s.cache_max_depth
+        # the compiled drafter (specdec_native.Drafter; tests read its tables)
+        self.drafter = core.Drafter(depth, config.cache_max_tokens, s.lookup_min, s.lookup_max, s.cache_min_prob,
+                                    s.min_cache_match, s.group_max_tokens, s.history_max_tokens,
+                                    s.history_per_prompt, s.live_slack_tokens)
         if contents:
             self.load_contents(contents)
-        self._core = core.Controller(self.drafter, config.k_max, config.k_ceiling, CORE.acceptance_decay,
-                                     CORE.prior_weight, CORE.max_token_gain, CORE.lookup_decay)
+        self._core = core.Controller(self.drafter, config.k_max, config.k_ceiling, s.acceptance_decay,
+                                     s.prior_weight, s.max_token_gain, s.lookup_decay)
         self._cost: StepCost | None = None  # the one the core holds
         self._engine_buffers: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
@@ -182,8 +185,8 @@ class DraftController:
                 "cache_sequences": (len(cache), cache.max_tokens),
                 "cache_nodes": (cache.num_nodes, cache.max_tokens * cache.max_depth),
                 "live_index_tokens": (d.live_index_tokens, 2 * d.live_request_tokens + d.live_slack_tokens),
-                "group_tokens": (d.group_tokens, CORE.group_max_tokens + d.live_group_tokens),
-                "history_tokens": (d.history_tokens, CORE.history_max_tokens)}
+                "group_tokens": (d.group_tokens, self.settings.group_max_tokens + d.live_group_tokens),
+                "history_tokens": (d.history_tokens, self.settings.history_max_tokens)}
 
     def contents(self) -> CacheContents:
         """What the cache file holds: the cache's sequences and the history, oldest first."""

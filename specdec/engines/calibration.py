@@ -1,20 +1,13 @@
 """Calibrates the batch budget's step-cost model when a specdec engine starts.
 
-A few short generations at batch sizes 1, 4 and 16, each once without drafts and once with
-forced drafts of k_max tokens, plus one at `max_num_seqs` without drafts (forced drafts
-there would cost most of the calibration time), give step times over a spread of rows and
-tokens; one sequence with a long prompt, with and without drafts, and four with long
-prompts, without drafts, with one drafted token each and with k_max, set the context apart
-from the rows (with short prompts only, KV tokens grow in step with the rows and their
-costs cannot be told apart) and a drafting row's attention over its context apart from a
-drafted token's own cost (one row's steps alone are too noisy for that: a few milliseconds
-either way on a 2-core CPU); the worker fits `StepCost` to them and keeps refining it from
-the running engine. Each
-generation's prefill is timed too (its wall time less its decode steps): the simulator's
-`cpu-calibrated` cost model prices prefill with it, since a prompt's tokens in one forward
-cost far less each than a decode step's. Samples are cached per machine and engine
-configuration under the project home, so only the first engine of that kind pays for it
-(tens of seconds on a 2-core CPU).
+A few short generations at batch sizes 1, 4 and 16, each without drafts and with forced drafts
+of k_max tokens (plus one at `max_num_seqs` without drafts), give step times over a spread of
+rows and tokens; a few generations over long prompts set the context's cost apart from the
+rows' and a drafting row's attention over its context apart from a drafted token's own cost.
+The worker fits `StepCost` (specdec.step_cost) to them and keeps refining it while it runs.
+Each generation's prefill is timed too (its wall time less its decode steps). Samples are
+cached per machine and engine configuration under the project home, so only the first
+engine of that kind pays for it.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ from specdec.models import specdec_home
 log = logging.getLogger(__name__)
 
 PROMPT_TOKENS = 32
-LONG_PROMPT_TOKENS = 1024  # a few seconds of prefill on a 2-core CPU
+LONG_PROMPT_TOKENS = 1024
 LONG_BATCH = 4  # rows of the long-context batch, LONG_PROMPT_TOKENS each
 # A row's first drafted token over a long context costs far more than its others (the
 # draft-KV term, once per drafting row): the long batch drafts one token per row as well as

@@ -1,40 +1,10 @@
-"""The Proposer protocol every drafter implements, and the batch form the controller calls."""
+"""The batch form of a step's drafts, and a batch's tokens as vLLM holds them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
-
-
-class Proposer(Protocol):
-    """Suggests up to `k` next tokens for one request from its token sequence so far."""
-
-    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
-        """Return at most `k` draft token ids (possibly none) continuing `tokens`."""
-        ...
-
-    def forget(self, req_id: str) -> None:
-        """Drop any per-request state once the request has finished."""
-        ...
-
-
-class ConfidentProposer(Proposer, Protocol):
-    """A proposer that also knows how likely each token of its last draft is accepted
-    (the controller checks for these methods; the batch budget uses them)."""
-
-    def confidence(self, req_id: str) -> np.ndarray:
-        """Acceptance probability of each token of `req_id`'s last draft."""
-        ...
-
-    def best_confidence(self) -> float:
-        """The highest acceptance probability any drafted token can be given right now."""
-        ...
-
-    def feedback(self, req_id: str, num_drafted: int, num_accepted: int) -> None:
-        """The first `num_drafted` tokens of the last draft were verified, `num_accepted` accepted."""
-        ...
 
 
 class DraftBatch:
@@ -87,62 +57,3 @@ class TokenRows:
         if not -len(self) <= row < len(self):
             raise IndexError(row)
         return self.token_ids[self.buffer_rows[row], : self.lengths[row]]
-
-
-class BatchProposer(Protocol):
-    """One call per engine step for the whole batch: what the controller drives.
-
-    `feedback_batch` first (what the target accepted of each row's last draft), then
-    `propose_batch` (each row's tokens so far in, each row's draft and confidences out).
-    """
-
-    def feedback_batch(self, req_ids: Sequence[str], num_drafted: Sequence[int], num_accepted: Sequence[int]) -> None:
-        """Row i's last draft had its first `num_drafted[i]` tokens verified, `num_accepted[i]`
-        of them accepted (both [num_rows])."""
-        ...
-
-    def propose_batch(
-        self,
-        req_ids: Sequence[str],
-        tokens: Sequence[np.ndarray],
-        ks: Sequence[int],
-        num_prompt_tokens: Sequence[int] | None = None,
-    ) -> DraftBatch:
-        """Draft at most `ks[i]` tokens ([num_rows]) for row i from `tokens[i]` ([num_tokens_i];
-        a list of arrays, or `TokenRows`). `num_prompt_tokens` ([num_rows], or None: unknown)
-        is each row's prompt length; a drafter that groups requests by prompt reads it when it
-        first sees a request, the others ignore it."""
-        ...
-
-    def forget(self, req_id: str) -> None:
-        ...
-
-
-class RowByRow:
-    """A per-request `Proposer` behind the batch interface (a loop: for baselines and tests)."""
-
-    def __init__(self, proposer: Proposer) -> None:
-        self.proposer = proposer
-        self._confident = callable(getattr(proposer, "confidence", None))
-
-    def feedback_batch(self, req_ids: Sequence[str], num_drafted: Sequence[int], num_accepted: Sequence[int]) -> None:
-        feedback = getattr(self.proposer, "feedback", None)
-        if feedback is None:
-            return
-        for req_id, drafted, accepted in zip(req_ids, num_drafted, num_accepted, strict=True):
-            if drafted:
-                feedback(req_id, int(drafted), int(accepted))
-
-    def propose_batch(
-        self,
-        req_ids: Sequence[str],
-        tokens: Sequence[np.ndarray],
-        ks: Sequence[int],
-        num_prompt_tokens: Sequence[int] | None = None,  # ignored: a per-request proposer drafts alone
-    ) -> DraftBatch:
-        drafts = [self.proposer.propose(r, t, int(k)) for r, t, k in zip(req_ids, tokens, ks, strict=True)]
-        confidences = [self.proposer.confidence(r) for r in req_ids] if self._confident else None  # type: ignore[attr-defined]
-        return DraftBatch.from_rows(drafts, confidences)
-
-    def forget(self, req_id: str) -> None:
-        self.proposer.forget(req_id)

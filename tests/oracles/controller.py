@@ -14,7 +14,7 @@ from oracles.budget import AcceptanceEstimate, allocate_drafts, first_draft_thre
 from oracles.hybrid import HybridProposer
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
-from specdec.controller import CORE, load_cache_file
+from specdec.controller import CORE, CoreSettings, load_cache_file
 from specdec.step_cost import StepCost, StepSample, StepShapes, row_contexts
 
 
@@ -25,14 +25,16 @@ class _Live:
     verified: tuple[int, int] = (0, 0)  # this step: (drafted, accepted) of the last draft
 
 
-def oracle_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[HybridProposer, str | None]:
+def oracle_proposer(config: SpecConfig, tokenizer: str | None = None, settings: CoreSettings = CORE,
+                    ) -> tuple[HybridProposer, str | None]:
     """The oracle drafter the facade's compiled one equals, started from `config.cache_file`
     (and the warning when that file could not be used)."""
     contents, warning = load_cache_file(config.cache_file, tokenizer)
-    cache = SuffixTrieCache(contents.max_depth if contents else CORE.cache_max_depth, config.cache_max_tokens)
-    proposer = HybridProposer(cache, CORE.lookup_min, CORE.lookup_max, CORE.cache_min_prob,
-                              group_max_tokens=CORE.group_max_tokens, history_max_tokens=CORE.history_max_tokens,
-                              history_per_prompt=CORE.history_per_prompt)
+    s = settings
+    cache = SuffixTrieCache(contents.max_depth if contents else s.cache_max_depth, config.cache_max_tokens)
+    proposer = HybridProposer(cache, s.lookup_min, s.lookup_max, s.cache_min_prob, group_max_tokens=s.group_max_tokens,
+                              history_max_tokens=s.history_max_tokens, history_per_prompt=s.history_per_prompt,
+                              live_slack_tokens=s.live_slack_tokens)
     if contents:
         proposer.load_contents(contents)
     return proposer, warning
@@ -41,10 +43,13 @@ def oracle_proposer(config: SpecConfig, tokenizer: str | None = None) -> tuple[H
 class DraftController:
     """The oracle controller over a `HybridProposer` (see the module docstring)."""
 
-    def __init__(self, config: SpecConfig, proposer: HybridProposer | None = None, tokenizer: str | None = None) -> None:
+    def __init__(self, config: SpecConfig, proposer: HybridProposer | None = None, tokenizer: str | None = None,
+                 settings: CoreSettings = CORE) -> None:
         self.config = config
         self.tokenizer = tokenizer
-        self.proposer, self.cache_warning = (proposer, None) if proposer is not None else oracle_proposer(config, tokenizer)
+        self.settings = settings
+        self.proposer, self.cache_warning = ((proposer, None) if proposer is not None
+                                             else oracle_proposer(config, tokenizer, settings))
         self._live: dict[str, _Live] = {}
         self._overall = AcceptanceEstimate()
         self.lookup_s = 0.0  # the proposer's thread CPU seconds per row looked up
@@ -102,19 +107,19 @@ class DraftController:
             self.proposer.feedback_batch(req_ids, drafted, [live.verified[1] for live in lives])
         ks = [self.config.k_ceiling if cost is not None and tail else self.config.k_max] * len(lives)
         overall = self._overall.rate(prior=0.5, prior_weight=1.0)
-        relative = [live.acceptance.rate(overall, CORE.prior_weight) / overall for live in lives]
+        relative = [live.acceptance.rate(overall, self.settings.prior_weight) / overall for live in lives]
         if cost is not None:
             contexts = row_contexts(np.array([len(t) for t in tokens], dtype=np.int64))
             # Rows whose most confident token could not pay for itself and its lookup draft nothing.
             thresholds = first_draft_thresholds(cost, contexts, self.lookup_s).tolist()
-            ceiling = min(self.proposer.best_confidence(), CORE.max_token_gain)
+            ceiling = min(self.proposer.best_confidence(), self.settings.max_token_gain)
             ks = [k if ceiling * rel > threshold else 0 for k, rel, threshold in zip(ks, relative, thresholds)]
-        started = self.clock()
+        started = self.clock() if cost is not None else 0.0  # timed with a budget only
         batch = self.proposer.propose_batch(req_ids, tokens, ks, num_prompt_tokens)
         drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
             self._time_lookups(self.clock() - started, sum(1 for k in ks if k > 0))
-            gains = [np.cumprod(np.minimum(batch.row_confidence(i) * relative[i], CORE.max_token_gain))
+            gains = [np.cumprod(np.minimum(batch.row_confidence(i) * relative[i], self.settings.max_token_gain))
                      for i in range(len(req_ids))]
             drafts = [draft[:k] for draft, k in zip(drafts, allocate_drafts(gains, cost, contexts))]
         for live, draft in zip(lives, drafts, strict=True):
@@ -122,7 +127,7 @@ class DraftController:
         return drafts
 
     def _time_lookups(self, seconds: float, num_looked_up: int) -> None:
-        decay = CORE.lookup_decay
+        decay = self.settings.lookup_decay
         if not num_looked_up:  # not refreshed, the estimate fades
             self.lookup_s *= decay
         elif self.lookup_s == 0.0:
@@ -134,7 +139,7 @@ class DraftController:
         live = self._live.setdefault(req_id, _Live())
         live.verified = (live.pending_draft, min(num_accepted, live.pending_draft))
         if live.pending_draft:
-            live.acceptance.observe(*live.verified, CORE.acceptance_decay)
+            live.acceptance.observe(*live.verified, self.settings.acceptance_decay)
             self._overall.observe(*live.verified, 1.0)
         return live
 
@@ -146,6 +151,10 @@ class DraftController:
         for req_id in list(self._live):
             self.finish(req_id)
         self.step_shapes.forget()
+
+    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
+        return {"live_requests": (len(self._live), None), "step_drafts": (len(self.step_shapes), None),
+                **self.proposer.state_sizes()}
 
     def take_source_counts(self) -> dict[str, tuple[int, int]]:
         return self.proposer.take_source_counts()

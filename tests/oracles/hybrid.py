@@ -59,6 +59,7 @@ class HybridProposer:
         group_max_tokens: int = DEFAULT_GROUP_MAX_TOKENS,
         history_max_tokens: int = DEFAULT_MAX_TOKENS,
         history_per_prompt: int = DEFAULT_PER_PROMPT,
+        live_slack_tokens: int | None = None,
     ) -> None:
         self.cache = cache
         self.n_min = n_min
@@ -66,7 +67,7 @@ class HybridProposer:
         self.min_prob = min_prob
         self.min_cache_match = min_cache_match
         self.history = PromptHistory(history_max_tokens, history_per_prompt)
-        self.text = LiveText(n_max, group_max_tokens, self.history)
+        self.text = LiveText(n_max, group_max_tokens, self.history, live_slack_tokens)
         self._sequences: dict[str, np.ndarray] = {}
         self.table = ConfidenceTable()
         self._buckets: dict[str, np.ndarray] = {}  # evidence bucket of each token of the last draft

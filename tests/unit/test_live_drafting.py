@@ -1,22 +1,25 @@
-"""Drafting from other requests' text (the Python reference): a sibling's output (same prompt)
+"""Drafting from other requests' text (the oracle, and the controller where it says so): a sibling's output (same prompt)
 and any running request's output are drafted from as soon as they are in; a re-run of a
 prompt drafts from that prompt's earlier completions kept in the cache file (history) from
 its first step; per-source counters; the live index's rebuild and the groups' bound."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.config import SpecConfig
-from specdec.controller import DraftController
 from oracles import live_text
 from oracles.confidence import shared_bucket
+from oracles.controller import DraftController as OracleController
 from oracles.hybrid import HybridProposer
 from oracles.suffix_cache import SuffixTrieCache
-from bench.replay import num_matching
+from specdec.config import SpecConfig
+from specdec.controller import CORE, DraftController
+from support.greedy_replay import replay_greedy, seq
 
 RNG = np.random.default_rng(0)
 PROMPT = RNG.permutation(np.arange(100, 200))[:10].tolist()  # no token twice: no own-text match
@@ -27,12 +30,8 @@ def proposer(**kwargs) -> HybridProposer:
     return HybridProposer(SuffixTrieCache(), n_min=1, n_max=16, **kwargs)
 
 
-def seq(*parts: list[int]) -> np.ndarray:
-    return np.array([t for part in parts for t in part], dtype=np.int64)
-
-
-def python_controller(**kwargs) -> DraftController:
-    return DraftController(SpecConfig(method="specdec", k_max=4, drafter="python", **kwargs))
+def controller(**kwargs) -> DraftController:
+    return DraftController(SpecConfig(method="specdec", k_max=4, **kwargs))
 
 
 def test_a_siblings_output_is_drafted_in_the_same_call_it_arrives():
@@ -117,31 +116,14 @@ def test_a_finished_siblings_output_stays_in_the_group():
     assert drafter.take_source_counts()["sibling"] == (4, 4)
 
 
-def replay_greedy(ctl: DraftController, req_id: str, prompt: list[int], greedy: list[int]) -> list[tuple[int, int]]:
-    """Decode `greedy` after `prompt` with drafts (vLLM's order: the prefill emits the first
-    token); (drafted, accepted) per step. The request is finished at the end."""
-    tokens = seq(prompt, greedy)
-    num_out, accepted, steps = 1, 0, []
-    while num_out < len(greedy):
-        [draft] = ctl.step_tokens([req_id], [tokens[: len(prompt) + num_out]], [accepted], None, [len(prompt)])
-        accepted = num_matching(draft, np.array(greedy[num_out:]))
-        steps.append((int(draft.size), accepted))
-        num_out += accepted + 1
-    # vLLM drafts once more from the whole sequence (whose last tokens come past `greedy`'s end
-    # when the last draft reached it)
-    ctl.step_tokens([req_id], [tokens], [min(accepted, len(greedy))], None, [len(prompt)])
-    ctl.finish(req_id)
-    return steps
-
-
 def test_a_rerun_drafts_from_the_prompts_history_from_its_first_step(tmp_path):
     path = str(tmp_path / "cache.npz")
-    first = python_controller(cache_file=path)
+    first = controller(cache_file=path)
     cold = replay_greedy(first, "q0", PROMPT, ANSWER)
     first.save_cache(path)
     assert cold[0] == (0, 0)  # nothing to draft from at first
-    later = python_controller(cache_file=path)
-    assert [t.tolist() for _, t in later.proposer.contents().history()] == [ANSWER]
+    later = controller(cache_file=path)
+    assert [t.tolist() for _, t in later.contents().history()] == [ANSWER]
     warm = replay_greedy(later, "q1", PROMPT, ANSWER)
     assert warm[0] == (4, 4)  # drafted and accepted from the first step
     assert len(warm) < len(cold)
@@ -149,7 +131,7 @@ def test_a_rerun_drafts_from_the_prompts_history_from_its_first_step(tmp_path):
     assert accepted >= 4 and drafted == accepted
     # The first draft is the history's: its match through the prompt tail ties the cache's
     # (the file's cache holds the same text), and history comes first among the candidates.
-    again = python_controller(cache_file=path)
+    again = controller(cache_file=path)
     tokens = seq(PROMPT, ANSWER[:1])
     [draft] = again.step_tokens(["q2"], [tokens], [0], None, [len(PROMPT)])
     [_] = again.step_tokens(["q2"], [seq(PROMPT, ANSWER[:1 + 4 + 1])], [4], None, [len(PROMPT)])
@@ -158,10 +140,11 @@ def test_a_rerun_drafts_from_the_prompts_history_from_its_first_step(tmp_path):
 
 def test_history_seeds_only_a_new_group_and_only_with_completions_from_the_file(tmp_path):
     path = str(tmp_path / "cache.npz")
-    first = python_controller(cache_file=path)
+    first = controller(cache_file=path)
     replay_greedy(first, "q0", PROMPT, ANSWER)
     first.save_cache(path)
-    drafter: HybridProposer = python_controller(cache_file=path, group_max_tokens=0).proposer
+    config = SpecConfig(method="specdec", k_max=4, cache_file=path)
+    drafter = OracleController(config, settings=dataclasses.replace(CORE, group_max_tokens=0)).proposer
     drafter.propose_batch(["r"], [seq(PROMPT, [1])], [0], [len(PROMPT)])
     [(digest, group)] = drafter.text.groups.items()
     assert group.num_history == 1 and len(group.index) == 2  # the file's completion, then r
@@ -203,7 +186,7 @@ def test_the_live_index_is_rebuilt_from_the_live_requests(monkeypatch):
 
 
 def test_the_engine_call_reads_prompt_lengths_by_input_batch_row():
-    ctl = python_controller()
+    ctl = controller()
     p = len(PROMPT)
     token_ids = np.zeros((4, 64), dtype=np.int32)
     token_ids[0, : p + 8] = seq(PROMPT, ANSWER[:8])

@@ -1,29 +1,28 @@
-"""The compiled controller (specdec/native_controller.py) against the reference
-(DraftController over the Python drafter): the same drafts step for step, the same
+"""The controller (specdec.controller, the compiled core) against its oracle
+(tests/oracles/controller.py over the Python drafter): the same drafts step for step, the same
 lookup-time estimate, the same cache, prompt groups, live index, history and per-source
-counts, with and without the batch budget, with the adaptive policy on and off, as requests
+counts, with and without the batch budget, as requests
 (some sharing a prompt, some of unknown prompt) join, finish mid-batch and are preempted
 then resumed; and the same through vLLM's proposer call (`engine_step`, with vLLM's
 per-row prompt lengths), clean-step shapes included."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.step_cost import StepCost
-from specdec.config import PolicyConfig, SpecConfig
-from specdec.controller import Controller, DraftController, make_controller
-from oracles import live_text
-from oracles.base import TokenRows
+from oracles.controller import DraftController as OracleController
+from specdec.config import SpecConfig
+from specdec.controller import CORE, SOURCES, DraftController
 from specdec.native import load_core
-from specdec.native_controller import NativeDraftController
-from support.token_streams import prompt_streams, repetitive_streams
+from specdec.step_cost import StepCost
+from support.native_core import NativeSuffixCache
+from support.token_streams import prompt_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
 
@@ -33,26 +32,41 @@ LOOKUP_S = 3e-6  # every lookup call counts as this long in both controllers
 SHARED_SIZES = ("shared_members", "live_index_tokens", "group_tokens", "history_tokens")
 
 
-def _pair(k_max: int, policy: PolicyConfig, budget_tokens: int, shared: tuple[int, int, int, int] | None = None,
-          ) -> tuple[DraftController, NativeDraftController]:
+def _pair(k_max: int, budget_tokens: int, shared: tuple[int, int, int, int] | None = None,
+          ) -> tuple[OracleController, DraftController]:
     """`shared`: (group_max_tokens, history_max_tokens, history_per_prompt, live slack tokens)."""
-    group_max, history_max, per_prompt, slack = shared or (2_000_000, 1_000_000, 16, live_text.LIVE_SLACK_TOKENS)
-    bounds = {"group_max_tokens": group_max, "history_max_tokens": history_max, "history_per_prompt": per_prompt,
-              "budget": True}  # (its K ceiling past k_max in a wave's tail)
-    with mock.patch.object(live_text, "LIVE_SLACK_TOKENS", slack):
-        ref = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy, drafter="python",
-                                         cache_max_tokens=budget_tokens, **bounds))
-        ref.clock = itertools.cycle([0.0, LOOKUP_S]).__next__  # start and end of each timed lookup
-        nat = NativeDraftController(SpecConfig(method="specdec", k_max=k_max, policy=policy,
-                                               cache_max_tokens=budget_tokens, **bounds))
+    group_max, history_max, per_prompt, slack = shared or (2_000_000, 1_000_000, 16, CORE.live_slack_tokens)
+    settings = dataclasses.replace(CORE, group_max_tokens=group_max, history_max_tokens=history_max,
+                                   history_per_prompt=per_prompt, live_slack_tokens=slack)
+    # with its budget: its K ceiling past k_max in a wave's tail
+    config = SpecConfig(method="specdec", k_max=k_max, cache_max_tokens=budget_tokens, budget=True)
+    ref = OracleController(config, settings=settings)
+    ref.clock = itertools.cycle([0.0, LOOKUP_S]).__next__  # start and end of each timed lookup
+    nat = DraftController(config, settings=settings)
     nat.fix_lookup_time(LOOKUP_S)
     return ref, nat
 
 
-def _same_shared_text(ref: DraftController, nat: NativeDraftController) -> None:
+def sources(ctl: OracleController | DraftController) -> dict[str, tuple[int, int]]:
+    """Per source: (drafted tokens verified, accepted) so far, not zeroed."""
+    if isinstance(ctl, DraftController):
+        return dict(zip(SOURCES, (tuple(c) for c in ctl.drafter.source_counts()), strict=True))
+    return ctl.proposer.source_counts()
+
+
+def dump(ctl: OracleController | DraftController) -> list[tuple[tuple[int, ...], int]]:
+    """The cross-request cache's substring counts."""
+    return NativeSuffixCache(ctl.drafter.cache).dump() if isinstance(ctl, DraftController) else ctl.proposer.cache.dump()
+
+
+def active_ids(ctl: OracleController | DraftController) -> list[str]:
+    return ctl._core.active_ids() if isinstance(ctl, DraftController) else list(ctl._live)
+
+
+def _same_shared_text(ref: OracleController, nat: DraftController) -> None:
     ref_sizes, nat_sizes = ref.state_sizes(), nat.state_sizes()
     assert [nat_sizes[k] for k in SHARED_SIZES] == [ref_sizes[k] for k in SHARED_SIZES]
-    assert nat.proposer.source_counts() == ref.proposer.source_counts()
+    assert sources(nat) == sources(ref)
 
 
 shared_bounds = st.tuples(st.sampled_from([0, 80, 2_000_000]), st.sampled_from([0, 60, 1_000_000]),
@@ -67,32 +81,18 @@ def _costs(rng: np.random.Generator) -> list[StepCost | None]:
             StepCost(*rng.uniform(0.0, 0.01, size=4), per_draft_kv_token_s=float(rng.uniform(0.0, 1e-4)))]
 
 
-policies = st.builds(
-    PolicyConfig,
-    adaptive=st.booleans(),
-    window=st.integers(1, 5),
-    raise_above=st.sampled_from([0.6, 0.8]),
-    lower_below=st.sampled_from([0.2, 0.5]),
-    max_consecutive_rejects=st.integers(1, 4),
-    reprobe_after=st.integers(1, 6),
-)
-
-
 @settings(max_examples=80, deadline=None)
-@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8), policy=policies,
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8),
        budget_tokens=st.sampled_from([40, 400, 4_000_000]), alphabet=st.integers(2, 10), shared=shared_bounds,
        prompts_known=st.sampled_from([0.0, 0.8, 1.0]))
-def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet, shared, prompts_known):
+def test_steps_equal_the_oracle(seed, k_max, budget_tokens, alphabet, shared, prompts_known):
     """`prompts_known`: the share of steps that pass the rows' prompt lengths (a request first
     seen in another step has none: no group, no history)."""
     rng = np.random.default_rng(seed)
-    ref, nat = _pair(k_max, policy, budget_tokens, shared)
+    ref, nat = _pair(k_max, budget_tokens, shared)
     requests = prompt_streams(rng, int(rng.integers(1, 12)), alphabet)
     streams, prompt_lens = [t for t, _ in requests], [p for _, p in requests]
     costs = _costs(rng)
-    buffer = np.zeros((len(streams), max(s.size for s in streams)), dtype=np.int32)
-    for i, seq in enumerate(streams):
-        buffer[i, : seq.size] = seq
     waiting = list(range(len(streams)))
     length: dict[int, int] = {}
     accepted: dict[int, int] = {}
@@ -105,11 +105,8 @@ def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet,
             break
         rows = [i for i in length if rng.random() < 0.9]  # the others skip a step
         ids = [f"q{i}" for i in rows]
-        lengths = np.array([length[i] for i in rows])
         cost = costs[step // 25 % len(costs)]
-        as_buffer = step % 2 == 0  # vLLM's buffer, or a list of arrays
-        tokens = TokenRows(buffer, lengths, np.array(rows, dtype=np.int64)) if as_buffer else [
-            streams[i][: length[i]] for i in rows]
+        tokens = [streams[i][: length[i]] for i in rows]
         prompts = [prompt_lens[i] for i in rows] if rng.random() < prompts_known else None
         tail = rng.random() < 0.3  # a wave's tail: the budget may draft past k_max
         got = [c.step_tokens(ids, tokens, [accepted[i] for i in rows], cost, prompts, tail) for c in (ref, nat)]
@@ -126,12 +123,12 @@ def test_steps_equal_the_reference(seed, k_max, policy, budget_tokens, alphabet,
                 nat.finish(f"q{i}")
                 ref.finish(f"q{i}")
                 del length[i]
-    assert nat.active_ids() == ref.active_ids()
-    assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
+    assert active_ids(nat) == active_ids(ref)
+    assert dump(nat) == dump(ref)
     assert nat.state_sizes()["live_requests"] == ref.state_sizes()["live_requests"]
     _same_shared_text(ref, nat)
     assert nat.take_source_counts() == ref.take_source_counts()
-    assert nat.proposer.source_counts() == ref.proposer.source_counts()
+    assert sources(nat) == sources(ref)
 
 
 class VllmBatch:
@@ -190,11 +187,11 @@ class VllmBatch:
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8), policy=policies, alphabet=st.integers(2, 10),
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8), alphabet=st.integers(2, 10),
        max_rows=st.integers(1, 8))
-def test_engine_steps_equal_the_reference(seed, k_max, policy, alphabet, max_rows):
+def test_engine_steps_equal_the_oracle(seed, k_max, alphabet, max_rows):
     rng = np.random.default_rng(seed)
-    ref, nat = _pair(k_max, policy, 4_000, (300, 200, 3, 40))
+    ref, nat = _pair(k_max, 4_000, (300, 200, 3, 40))
     costs = _costs(rng)
     batch = VllmBatch(prompt_streams(rng, int(rng.integers(1, 12)), alphabet), rng, max_rows)
     drafts = None
@@ -219,22 +216,22 @@ def test_engine_steps_equal_the_reference(seed, k_max, policy, alphabet, max_row
         assert shapes[1] == shapes[0], step
         _same_shared_text(ref, nat)
         drafts = got[0][0]
-    assert nat.active_ids() == ref.active_ids()
+    assert active_ids(nat) == active_ids(ref)
     controller_sizes = ("live_requests", "step_drafts", "cache_tokens", "cache_sequences")
     assert [nat.state_sizes()[k] for k in controller_sizes] == [ref.state_sizes()[k] for k in controller_sizes]
-    assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
+    assert dump(nat) == dump(ref)
     for c in (nat, ref):
         c.finish_all()  # the last batch, as before a cache file is saved
-        assert c.active_ids() == [] and c.state_sizes()["step_drafts"] == (0, None)
-    assert nat.proposer.cache.dump() == ref.proposer.cache.dump()
+        assert active_ids(c) == [] and c.state_sizes()["step_drafts"] == (0, None)
+    assert dump(nat) == dump(ref)
     _same_shared_text(ref, nat)
-    assert [(d, t.tolist()) for d, t in nat.proposer.contents().history()] == [
+    assert [(d, t.tolist()) for d, t in nat.contents().history()] == [
         (d, t.tolist()) for d, t in ref.proposer.contents().history()]
     assert nat.take_source_counts() == ref.take_source_counts()
 
 
 def test_engine_step_times_clean_steps_only():
-    nat = NativeDraftController(SpecConfig(method="specdec", k_max=3))
+    nat = DraftController(SpecConfig(method="specdec", k_max=3))
     token_ids = np.tile(np.arange(8, dtype=np.int32), (4, 8))
     num_tokens = np.array([20, 30, 0, 0], dtype=np.int32)
     ids = ["a", "b"]
@@ -246,26 +243,18 @@ def test_engine_step_times_clean_steps_only():
     assert nat.engine_step(ids + ["c"], [[1], [1], []], num_tokens, token_ids, None, timed=True)[1] is None
 
 
-def test_make_controller_runs_the_compiled_one_for_specdecs_own_drafter():
-    assert isinstance(make_controller(SpecConfig(method="specdec")), NativeDraftController)
-    for config in (SpecConfig(method="specdec", drafter="python"), SpecConfig(method="specdec", cache=False),
-                   SpecConfig(method="ngram")):
-        assert type(make_controller(config)) is DraftController
-    assert isinstance(make_controller(SpecConfig(method="specdec"), proposer=object()), DraftController)
-
-
 def test_the_compiled_controller_prices_with_a_step_cost_only():
     class PlainCost:
         def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int) -> float:
             return 0.01
 
-    ctl: Controller = NativeDraftController(SpecConfig(method="specdec", k_max=2))
+    ctl = DraftController(SpecConfig(method="specdec", k_max=2))
     with pytest.raises(TypeError, match="StepCost"):
-        ctl.step_batch([("a", np.arange(10), 0)], PlainCost())
+        ctl.step_tokens(["a"], [np.arange(10)], [0], PlainCost())
 
 
 def test_calibration_drafts_are_checked_against_k_max():
-    nat = NativeDraftController(SpecConfig(method="specdec", k_max=3))
+    nat = DraftController(SpecConfig(method="specdec", k_max=3))
     token_ids = np.zeros((1, 8), dtype=np.int32)
     with pytest.raises(ValueError, match="forced_k"):
         nat.engine_step(["a"], [[1]], np.array([4], dtype=np.int32), token_ids, None, forced_k=4)

@@ -1,4 +1,4 @@
-"""The compiled drafter and controller against the Python reference on real text
+"""The controller (the compiled core) against its oracle on real text
 (HumanEval and ShareGPT turned into word-token streams): the same decisions, one request at
 a time and batched under a step-cost budget."""
 
@@ -10,10 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from bench.replay import ReplayRequest, replay
+from oracles.controller import DraftController as OracleController
 from specdec.config import SpecConfig
-from specdec.controller import DraftController, make_controller
+from specdec.controller import DraftController
 from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
+from specdec.step_cost import StepCost
+from support.greedy_replay import replay_greedy
 
 
 # -- real token streams ------------------------------------------------------------------
@@ -28,13 +30,13 @@ def _word_tokens(texts: list[str]) -> list[np.ndarray]:
     ]
 
 
-def _real_requests(texts: list[str], k_max: int) -> list[ReplayRequest]:
-    """Each text as a request: its first third the prompt, the rest the greedy output."""
+def _real_requests(texts: list[str], k_max: int) -> list[tuple[str, list[int], list[int]]]:
+    """Each text as a request (id, prompt, greedy output): its first third the prompt."""
     requests = []
     for i, seq in enumerate(_word_tokens(texts)):
         cut = seq.size // 3
         if seq.size - cut > k_max + 4:
-            requests.append(ReplayRequest(f"r{i}", seq[:cut].tolist(), seq[cut:].tolist(), seq.size - cut - k_max - 2))
+            requests.append((f"r{i}", seq[:cut].tolist(), seq[cut:].tolist()))
     return requests
 
 
@@ -49,37 +51,38 @@ def real_texts() -> dict[str, list[str]]:
 @pytest.mark.parametrize("dataset", ["humaneval", "sharegpt-mt"])
 @pytest.mark.parametrize("k_max,budget", [(3, 4_000_000), (7, 2_000)])
 def test_replay_on_real_streams_is_identical(real_texts, dataset, k_max, budget):
-    """The reference (controller and drafter) and the compiled ones take the same decisions
-    on real text (with a small cache budget too: eviction on the way)."""
-    requests = _real_requests(real_texts[dataset], k_max)
-    results = {}
-    for drafter in ("python", "native"):
-        cfg = SpecConfig(method="specdec", k_max=k_max, drafter=drafter, cache_max_tokens=budget)
-        results[drafter] = replay(requests, make_controller(cfg))
-    for want, got in zip(results["python"], results["native"], strict=True):
-        assert (got.per_step_drafted, got.per_step_accepted) == (want.per_step_drafted, want.per_step_accepted), want.id
-    assert sum(sum(r.per_step_accepted) for r in results["native"]) > 0  # it did draft
+    """The oracle and the controller take the same decisions on real text, one request after
+    another (with a small cache budget too: eviction on the way)."""
+    cfg = SpecConfig(method="specdec", k_max=k_max, cache_max_tokens=budget)
+    oracle, controller = OracleController(cfg), DraftController(cfg)
+    accepted = 0
+    for req_id, prompt, greedy in _real_requests(real_texts[dataset], k_max):
+        want = replay_greedy(oracle, req_id, prompt, greedy)
+        assert replay_greedy(controller, req_id, prompt, greedy) == want, req_id
+        accepted += sum(a for _, a in want)
+    assert accepted > 0  # it did draft
 
 
 def test_batched_steps_with_a_budget_are_identical(real_texts):
-    """Several requests per step through DraftController.step_batch with a step-cost model
-    (the budget trims drafts, so feedback covers part of each draft)."""
-    from specdec.step_cost import StepCost
-
+    """Several requests per step with a step-cost model (the budget trims drafts, so feedback
+    covers part of each draft)."""
     streams = _word_tokens(real_texts["humaneval"][:12])
     cost = StepCost(fixed_s=0.02, per_seq_s=0.001, per_token_s=0.002)
-    controllers = {d: DraftController(SpecConfig(method="specdec", k_max=5, drafter=d)) for d in ("python", "native")}
-    for c in controllers.values():  # every lookup equally long: measured times differ
-        c.clock = itertools.cycle([0.0, 3e-6]).__next__
+    config = SpecConfig(method="specdec", k_max=5)
+    controllers = {"oracle": OracleController(config), "core": DraftController(config)}
+    # every lookup equally long: measured times differ
+    controllers["oracle"].clock = itertools.cycle([0.0, 3e-6]).__next__
+    controllers["core"].fix_lookup_time(3e-6)
     rng = np.random.default_rng(2)
     length = {i: max(2, s.size // 3) for i, s in enumerate(streams)}
     accepted = {i: 0 for i in length}
     while length:
         rows = [(f"q{i}", streams[i][: length[i]], accepted[i]) for i in length]
-        got = {d: c.step_batch(rows, cost) for d, c in controllers.items()}
-        for want, mine in zip(got["python"], got["native"], strict=True):
+        got = {name: c.step_tokens([r for r, _, _ in rows], [t for _, t, _ in rows], [a for _, _, a in rows], cost)
+               for name, c in controllers.items()}
+        for want, mine in zip(got["oracle"], got["core"], strict=True):
             assert mine.tolist() == want.tolist()
-        for (req_id, _, _), draft in zip(rows, got["python"]):
+        for (req_id, _, _), draft in zip(rows, got["oracle"]):
             i = int(req_id[1:])
             accepted[i] = int(rng.integers(0, draft.size + 1))
             length[i] += accepted[i] + 1

@@ -1,6 +1,6 @@
 """The budget's tail ceiling: only in a wave's tail (the batch has free rows) and only with
 the budget may a row draft past k_max, up to SpecConfig.k_ceiling, and then only the
-tokens the budget finds worth verifying. Both controllers take the same decisions
+tokens the budget finds worth verifying. The controller and its oracle alike
 (tests/unit/test_native_controller.py runs them side by side)."""
 
 from __future__ import annotations
@@ -8,18 +8,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec.step_cost import StepCost
+from oracles.controller import DraftController as OracleController
 from specdec.config import SpecConfig
-from specdec.controller import make_controller
+from specdec.controller import DraftController
+from specdec.step_cost import StepCost
 
 REPEATING = np.array([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] * 6, dtype=np.int64)  # own text drafts far
 FREE_DRAFTS = StepCost(fixed_s=0.05, per_seq_s=0.0, per_token_s=1e-9)  # verifying is nearly free
 DEAR_DRAFTS = StepCost(fixed_s=0.001, per_seq_s=0.0, per_token_s=0.01)  # each drafted token costs 10 steps
 
 
-def _draft_lengths(config: SpecConfig, cost: StepCost | None, tail: bool, steps: int = 30) -> list[int]:
+def _draft_lengths(config: SpecConfig, cost: StepCost | None, tail: bool, steps: int = 30,
+                   make=DraftController) -> list[int]:
     """Draft lengths of two rows over `steps` steps, every drafted token accepted."""
-    controller = make_controller(config)
+    controller = make(config)
     lengths, accepted = [], [0, 0]
     for step in range(steps):
         tokens = [REPEATING[: 24 + step + sum(lengths[-2:])], REPEATING[1 : 25 + step + sum(lengths[-2:])]]
@@ -29,17 +31,17 @@ def _draft_lengths(config: SpecConfig, cost: StepCost | None, tail: bool, steps:
     return lengths
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
-def test_rows_draft_past_k_max_only_in_the_tail(drafter):
-    config = SpecConfig(method="specdec", k_max=3, tail_k_max=7, drafter=drafter)
-    assert max(_draft_lengths(config, FREE_DRAFTS, tail=False)) == 3
-    assert max(_draft_lengths(config, FREE_DRAFTS, tail=True)) == 7
+@pytest.mark.parametrize("make", [DraftController, OracleController])
+def test_rows_draft_past_k_max_only_in_the_tail(make):
+    config = SpecConfig(method="specdec", k_max=3, tail_k_max=7)
+    assert max(_draft_lengths(config, FREE_DRAFTS, tail=False, make=make)) == 3
+    assert max(_draft_lengths(config, FREE_DRAFTS, tail=True, make=make)) == 7
 
 
-@pytest.mark.parametrize("drafter", ["native", "python"])
-def test_the_tail_ceiling_still_pays_for_each_token(drafter):
-    config = SpecConfig(method="specdec", k_max=3, tail_k_max=7, drafter=drafter)
-    assert max(_draft_lengths(config, DEAR_DRAFTS, tail=True)) < 3
+@pytest.mark.parametrize("make", [DraftController, OracleController])
+def test_the_tail_ceiling_still_pays_for_each_token(make):
+    config = SpecConfig(method="specdec", k_max=3, tail_k_max=7)
+    assert max(_draft_lengths(config, DEAR_DRAFTS, tail=True, make=make)) < 3
 
 
 def test_without_the_budget_the_tail_changes_nothing():
@@ -53,7 +55,6 @@ def test_the_batched_replay_passes_the_tail_as_vllms_worker_sees_it(batch_size, 
     """One request at batch size 1 fills the batch (never a tail); at batch size 2 the batch
     always has a free row, so under a cheap step it drafts up to the tail ceiling."""
     from bench.replay import ReplayRequest, SimulatedStepTimer, simulate
-    from specdec.controller import DraftController
 
     text = REPEATING.tolist()
     request = ReplayRequest("r", text[:24], text[24:] * 2, 40)
