@@ -1,7 +1,8 @@
 """The one generate path: validated prompt rows -> results table + quarantined rows.
 
-`specdec generate` and the pipeline's generate task both call `generate_rows`: the same
-tokenize policy (specdec.prompts), the same engine reuse (specdec.engine_cache) and the same
+`specdec generate` (one file) and the pipeline's worker (many shards) both go through
+`generate_shards`: the same tokenize policy (specdec.prompts), the same engine reuse
+(specdec.engine_cache), the same stream through one engine (specdec.streaming) and the same
 rule for bad input: a row that cannot run is quarantined with its reason, the others run.
 A row runs as one request per sample; results are keyed by (id, sample).
 """
@@ -10,29 +11,28 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from specdec.engine_cache import close_engines, get_engine
-from specdec.engines.stall import EngineStalled
+from specdec.engine_cache import get_engine
 from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
+from specdec.streaming import DEFAULT_READ_AHEAD_REQUESTS, EngineHolder, ShardOutcome, ShardWork, StreamTotals, run_stream
 
 
 @dataclasses.dataclass
 class Generation:
-    """What one generate call produced."""
+    """What one shard (or file) produced."""
 
     results: pa.Table
     stats: ShardStats
     quarantined: list[RejectedRow]  # rows that did not run, validation and tokenize alike
     engine_start_s: float
-    generate_s: float
+    generate_s: float  # from its first request in the engine to its last finished
     num_prompts: int = 0  # rows that ran; results hold one row per (id, sample)
 
     @property
@@ -40,37 +40,94 @@ class Generation:
         return self.stats.num_output_tokens / self.generate_s if self.generate_s > 0 else 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class ShardRows:
+    """A shard's validated rows, before tokenizing: what a caller hands `generate_shards`."""
+
+    key: str
+    source: str  # names the shard in every message
+    rows: Sequence[PromptRow]
+    rejected: Sequence[RejectedRow]
+    context: Any = None  # the caller's own, back with the outcome
+    error: BaseException | None = None  # it could not be read: nothing to generate
+
+
+ShardDone = Callable[[ShardWork, Generation | None, BaseException | None], None]
+
+
+def generate_shards(shards: Iterable[ShardRows], params: GenerationParams, config_hash: str, config: dict[str, Any],
+                    on_done: ShardDone, *, read_ahead_requests: int = DEFAULT_READ_AHEAD_REQUESTS,
+                    sequential: bool = False, strict: bool = False,
+                    on_progress: Callable[[Any], None] | None = None) -> StreamTotals:
+    """Generate every shard through one engine stream; `on_done(work, generation, error)` gets
+    each shard once, as soon as its last request finishes (in a background thread unless
+    `sequential`). Shards are tokenized ahead of the engine, at most `read_ahead_requests`
+    requests ahead. `strict`: a row that cannot run fails its shard before anything of it is
+    generated."""
+    engines = EngineHolder(lambda: get_engine(params))
+
+    def loads() -> Iterable[ShardWork]:
+        for shard in shards:
+            try:
+                yield _tokenized(shard, params, engines, strict)
+            except Exception as exc:  # this shard cannot run; the others go on
+                yield ShardWork(shard.key, shard.source, [], list(shard.rejected), shard.context, exc)
+
+    def hand_on(outcome: ShardOutcome) -> None:
+        work = outcome.work
+        if outcome.error is not None:
+            on_done(work, None, outcome.error)
+            return
+        num_samples = collections.Counter(r.id for r in work.requests)  # what each row asked for
+        table = results_to_table(outcome.results, params.method, config_hash, config, num_samples)
+        on_done(work, Generation(table, outcome.stats, work.quarantined, engines.start_s, outcome.generate_s,
+                                 len(num_samples)), None)
+
+    return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=read_ahead_requests,
+                      stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)
+
+
+def _tokenized(shard: ShardRows, params: GenerationParams, engines: EngineHolder, strict: bool) -> ShardWork:
+    if shard.error is not None:
+        raise shard.error
+    rows, greedy = reject_greedy_samples(shard.rows, params.temperature, shard.source)
+    if strict and greedy:
+        raise InputError(f"{shard.source}: {len(greedy)} row(s) cannot run: " + "; ".join(r.reason for r in greedy[:5]))
+    quarantined = [*shard.rejected, *greedy]
+    if not rows:  # zero-row input, or every row rejected: no engine needed
+        return ShardWork(shard.key, shard.source, [], quarantined, shard.context)
+    tokenizer = engines.tokenizer()
+    max_model_len = engines.get().engine_config.max_model_len
+    requests, too_long = tokenize_rows(rows, tokenizer, params.max_tokens, max_model_len, shard.source,
+                                       params.prompt_format, params.samples, params.seed)
+    if strict and too_long:
+        raise InputError(f"{shard.source}: {len(too_long)} row(s) cannot run: " + "; ".join(r.reason for r in too_long[:5]))
+    return ShardWork(shard.key, shard.source, requests, [*quarantined, *too_long], shard.context)
+
+
 def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], params: GenerationParams,
                   source: str, config_hash: str, config: dict[str, Any], show_progress: bool = False,
                   strict: bool = False) -> Generation:
-    """Generate every valid row; `rejected` (from validation) joins the quarantine.
-    `source` names the file or shard in every message. `strict`: a row that cannot be
-    tokenized within the model length fails the call before anything is generated."""
-    rows, greedy = reject_greedy_samples(rows, params.temperature, source)
-    if strict and greedy:
-        raise InputError(f"{source}: {len(greedy)} row(s) cannot run: " + "; ".join(r.reason for r in greedy[:5]))
-    if not rows:  # zero-row input, or every row rejected: no engine needed
-        table = results_to_table([], params.method, config_hash, config)
-        return Generation(table, ShardStats.aggregate([]), [*rejected, *greedy], 0.0, 0.0)
-    engine, engine_start_s = get_engine(params)
-    requests, too_long = tokenize_rows(rows, engine.tokenizer, params.max_tokens, engine.engine_config.max_model_len,
-                                       source, params.prompt_format, params.samples, params.seed)
-    if strict and too_long:
-        raise InputError(f"{source}: {len(too_long)} row(s) cannot run: " + "; ".join(r.reason for r in too_long[:5]))
-    started = time.perf_counter()
+    """One file's rows (`specdec generate`): `generate_shards` with one shard; raises what
+    failed it (bad input with `strict`, a stalled engine)."""
+    done: list[tuple[Generation | None, BaseException | None]] = []
+    progress = _progress_bar(rows, params) if show_progress else None
     try:
-        results = engine.generate(requests, params.sampling(), show_progress=show_progress,
-                                  stall_timeout_s=params.stall_timeout_s) if requests else []
-    except EngineStalled as exc:
-        close_engines()  # free it now; the next call starts a new engine
-        raise EngineStalled(f"{source}: {exc}; a new engine starts for the next call") from exc
-    generate_s = time.perf_counter() - started
-    for request, result in zip(requests, results, strict=True):  # engines answer in request order
-        assert (result.id, result.sample) == (request.id, request.sample), (result.id, result.sample, request.id)
-    num_samples = collections.Counter(r.id for r in requests)  # what each row asked for
-    table = results_to_table(results, params.method, config_hash, config, num_samples)
-    stats = ShardStats.aggregate(r.stats for r in results)
-    take_source_counts = getattr(engine, "take_source_counts", None)  # test engines have none
-    if take_source_counts is not None:
-        stats.add_source_counts(take_source_counts())
-    return Generation(table, stats, [*rejected, *greedy, *too_long], engine_start_s, generate_s, len(num_samples))
+        generate_shards([ShardRows(source, source, rows, rejected)], params, config_hash, config,
+                        lambda work, out, error: done.append((out, error)), sequential=True, strict=strict,
+                        on_progress=(lambda result: progress.update(1)) if progress is not None else None)
+    finally:
+        if progress is not None:
+            progress.close()
+    out, error = done[0]
+    if error is not None:
+        raise error
+    assert out is not None
+    return out
+
+
+def _progress_bar(rows: Sequence[PromptRow], params: GenerationParams) -> Any:
+    from tqdm import tqdm
+
+    total = sum(row.samples or params.samples for row in rows)
+    return tqdm(total=total, desc="requests", unit="req")

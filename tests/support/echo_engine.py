@@ -7,6 +7,7 @@ from __future__ import annotations
 from specdec.config import EngineConfig
 from specdec.stats import RequestStats
 from specdec.types import GenerationResult
+from support.stepping import StepsAll
 
 
 class EchoTokenizer:
@@ -14,7 +15,7 @@ class EchoTokenizer:
         return list(text.encode())[:64]
 
 
-class EchoEngine:
+class EchoEngine(StepsAll):
     tokenizer = EchoTokenizer()  # no chat template: prompts are encoded as they are
     engine_config = EngineConfig(max_model_len=2048)
 

@@ -22,11 +22,12 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the support package
 
 from support.echo_engine import EchoTokenizer  # noqa: E402
+from support.stepping import StepsAll  # noqa: E402
 
 GENERATING = "sleeping-engine: generating, engine pid"
 
 
-class SleepingEngine:
+class SleepingEngine(StepsAll):
     tokenizer = EchoTokenizer()
 
     def __init__(self, engine_config, spec) -> None:
