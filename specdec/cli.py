@@ -1,9 +1,9 @@
 """`specdec` console entry point.
 
-The core's commands are `generate`, `bench`, `bench-propose` and `sample`. Other packages add
-commands through the entry-point group `specdec.commands` (the pipeline adds `run`, `report`,
-`sql`, ...): each entry point names an object with `COMMANDS` (names), `add_parsers(sub)` and
-`main(args) -> int`. The core never imports its extensions by name.
+The core's commands are `generate` and `sample`. Other packages add commands through the
+entry-point group `specdec.commands` (the pipeline adds `run`, `report`, `sql`, ...; the bench
+adds `bench` and `bench-propose`): each entry point names an object with `COMMANDS` (names),
+`add_parsers(sub)` and `main(args) -> int`. The core never imports its extensions by name.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from specdec import engine_cache, generate_command, interrupts
-from specdec.bench import command as bench_command
-from specdec.bench import propose_speed
 from specdec.config import ConfigError
 from specdec.models import ModelError
 from specdec.prompts import InputError
@@ -48,8 +46,6 @@ def build_parser(providers: Sequence[Any]) -> argparse.ArgumentParser:
                         help="demo: the demo's shards (HumanEval and ShareGPT prompts) into a folder")
     sample.add_argument("--output", required=True, help="Parquet file (humaneval) or folder (demo)")
     sample.add_argument("--limit", type=int, default=None, help="prompts (humaneval) or prompts per shard (demo)")
-    propose_speed.add_parser(sub)
-    bench_command.add_parser(sub)
     for provider in providers:
         provider.add_parsers(sub)
     return parser
@@ -95,10 +91,6 @@ def _dispatch(providers: Sequence[Any], args: argparse.Namespace) -> int:
 def _core_command(args: argparse.Namespace) -> int:
     if args.command == "generate":
         return generate_command.run(args)
-    if args.command == "bench":
-        return bench_command.run(args)
-    if args.command == "bench-propose":
-        return propose_speed.run(args)
     if args.command == "sample":
         return _sample(args)
     return 1

@@ -40,5 +40,5 @@ class GenerationResult:
     per_step_accepted: list[int] = dataclasses.field(default_factory=list)
     sample: int = 0  # the request's sample index: results are keyed by (id, sample)
     # Engine seconds attributed to this request: its share, by tokens, of each engine step it
-    # produced tokens in (docs/operating.md#engine-time); 0.0 where the engine does not attribute.
+    # produced tokens in (specdec.engines.engine_stream); 0.0 where the engine does not attribute.
     engine_s: float = 0.0

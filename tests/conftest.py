@@ -10,7 +10,7 @@
 Real vLLM engines are expensive (20-60 s to start on 2 cores), so each distinct engine
 configuration is started at most once per test session and reused; specdec settings that
 differ only in the drafter (budget, cache, cache file, k_max within the engine's K) share one
-engine, whose drafter is rebound (`VllmEngine.rebind`)."""
+engine, whose drafter is rebound (`support.engine_calls.rebind`)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def engine_factory(default_model_dir) -> Iterator:
     a shared one with a newly started engine; `newest=True` only where another engine started
     after it: vLLM's metrics registry (`get_metrics`, `counters`) follows only the newest engine
     of a process."""
+    from support.engine_calls import is_newest, rebind
     from specdec.config import SpecConfig
     from specdec.engine_cache import engine_configs
     from specdec.engines.vllm_engine import VllmEngine
@@ -65,7 +66,7 @@ def engine_factory(default_model_dir) -> Iterator:
             key: object = (method, started.k_ceiling)  # see _is_specdec_key
         else:
             started, key = spec, spec  # settings given or defaulted alike share an engine
-        if key in _ENGINES and (fresh or (newest and not _ENGINES[key].newest)):
+        if key in _ENGINES and (fresh or (newest and not is_newest(_ENGINES[key]))):
             _ENGINES.pop(key).close()
         if key in _ENGINES:
             _ENGINES[key] = _ENGINES.pop(key)  # most recently used goes last
@@ -75,7 +76,7 @@ def engine_factory(default_model_dir) -> Iterator:
             _ENGINES[key] = VllmEngine(engine_cfg, started)
         engine = _ENGINES[key]
         if engine.spec != spec:
-            engine.rebind(spec)
+            rebind(engine, spec)
         return engine
 
     yield get

@@ -31,11 +31,17 @@ class StallWatch:
         self.stalled = False
         self._on_stall = on_stall
         self._last = time.monotonic()
+        self._paused = False
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
     def progress(self) -> None:
         self._last = time.monotonic()
+        self._paused = False
+
+    def pause(self) -> None:
+        """Nothing is expected of the engine until the next `progress()` (it holds no work)."""
+        self._paused = True
 
     def __enter__(self) -> "StallWatch":
         self.progress()
@@ -53,7 +59,9 @@ class StallWatch:
         assert self.limit_s is not None
         while True:
             remaining = self._last + self.limit_s - time.monotonic()
-            if remaining <= 0:
+            if self._paused:
+                remaining = self.limit_s
+            elif remaining <= 0:
                 self.stalled = True
                 self._on_stall()
                 return

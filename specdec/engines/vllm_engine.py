@@ -14,11 +14,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from specdec.step_cost import PrefillSample, StepSample
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.engines import calibration, cpu_threads, onednn_cache, processes, step_profile, vllm_proposer
+from specdec.engines import calibration, cpu_threads, onednn_cache, processes, vllm_proposer
 from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
-from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
 from specdec.engines.vllm_version import check_vllm_version
 from specdec.models import resolve_model, tokenizer_digest
 from specdec.stats import request_stats
@@ -63,15 +61,14 @@ class VllmEngine:
     """A started vLLM engine with one speculation configuration."""
 
     # vLLM's metrics registry is one per process and follows the newest engine only
-    _engines_started = 0
+    engines_started = 0
 
-    def __init__(self, engine: EngineConfig, spec: SpecConfig, record_steps: bool = False) -> None:
-        """`record_steps`: time every step inside the worker (`take_step_records`)."""
+    def __init__(self, engine: EngineConfig, spec: SpecConfig) -> None:
         from vllm import LLM
 
         check_vllm_version()
-        VllmEngine._engines_started += 1
-        self._serial = VllmEngine._engines_started
+        VllmEngine.engines_started += 1
+        self.serial = VllmEngine.engines_started
         self.engine_config = engine
         self.spec = spec
         self.model_path = resolve_model(engine.model)
@@ -81,7 +78,7 @@ class VllmEngine:
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
         self.cpu_binding = cpu_threads.apply_cpu_threads(engine.reserved_cpus)
         onednn_cache.apply_primitive_cache_capacity()
-        if spec.method == "specdec" or record_steps:
+        if spec.method == "specdec":
             # Binding our proposer and collecting its traces goes through collective_rpc with
             # a function; vLLM only pickles functions over its local IPC when this is set.
             os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
@@ -103,22 +100,10 @@ class VllmEngine:
         self.alive = True  # False once closed or killed: the engine cache starts a new one
         self.k_engine = spec_cfg["num_speculative_tokens"] if spec_cfg else 0  # fixed at start-up
         if spec.method == "specdec":
-            self._bind(spec)
-        if record_steps:
-            self.llm.collective_rpc(step_profile.start_recording)
+            self.bind(spec)
 
-    def rebind(self, spec: SpecConfig) -> None:
-        """Draft with `spec` from the next call on, without a restart (tens of seconds on two
-        cores): the worker's drafter starts cold from `spec` (its cache file read anew) and,
-        with a budget, loads that budget's calibration. specdec only, within the K this engine
-        started with, since vLLM fixes K at start-up; smaller ceilings draft fewer tokens."""
-        if self.spec.method != "specdec" or spec.method != "specdec":
-            raise ConfigError(f"{self.spec.method} -> {spec.method}: only a specdec engine rebinds, to specdec")
-        if spec.k_ceiling > self.k_engine:
-            raise ConfigError(f"K ceiling {spec.k_ceiling} is above this engine's K={self.k_engine}")
-        self._bind(spec)
-
-    def _bind(self, spec: SpecConfig) -> None:
+    def bind(self, spec: SpecConfig) -> None:
+        """The worker's drafter starts cold from `spec` (specdec only, within this engine's K)."""
         bound = self.llm.collective_rpc(vllm_proposer.bind_proposer,
                                         args=(spec.to_dict(), tokenizer_digest(self.model_path)))
         if all(b is None for b in bound):
@@ -130,43 +115,11 @@ class VllmEngine:
             calibration.calibrate(self.llm, self.engine_config, self.model_path, spec.k_max, self.cpu_binding)
             log.info("speculation budget step cost: %s", self.step_cost())
 
-    def recalibrate(self) -> tuple[list[StepSample], list[PrefillSample]]:
-        """Measures the budget's start-up calibration again, now, and runs on it (it replaces
-        the cached one): a machine shared with other work can run a third slower or faster
-        than when the cache was written (specdec with budget only)."""
-        if not self.spec.budgeted:
-            raise ConfigError(f"{self.spec.method}: only specdec with its budget calibrates")
-        return calibration.calibrate(self.llm, self.engine_config, self.model_path, self.spec.k_max,
-                                     self.cpu_binding, fresh=True)
-
-    def take_step_records(self) -> list[step_profile.StepRecord]:
-        """The steps recorded since the last call (engine started with `record_steps`)."""
-        return [step_profile.StepRecord(**r) for r in self.llm.collective_rpc(step_profile.take_records)[0]]
-
     def step_cost(self) -> dict[str, float] | None:
         """The batch budget's current step-cost model (specdec with budget only)."""
         if not self.spec.budgeted:
             return None
         return self.llm.collective_rpc(vllm_proposer.step_cost)[0]
-
-    def reset_proposer(self) -> None:
-        """Forget all drafting state (cross-request cache included): a cold start."""
-        if self.spec.method == "specdec":
-            self.llm.collective_rpc(vllm_proposer.reset_proposer)
-
-    def set_drafting(self, enabled: bool) -> None:
-        """Draft (the default) or run with no drafts at all: specdec's proposer then returns
-        nothing without calling its controller, so the engine runs as `none` would, with the
-        same processes and memory (the bench's in-engine baseline)."""
-        if self.spec.method != "specdec":
-            raise ConfigError(f"{self.spec.method}: only specdec's drafting can be switched off")
-        self.llm.collective_rpc(vllm_proposer.set_drafting, args=(enabled,))
-
-    def reset_prefix_cache(self) -> None:
-        """Drop vLLM's prefix cache (between calls, no request running): the next prompts are
-        prefilled anew, as on a fresh engine."""
-        if not self.llm.reset_prefix_cache():
-            raise RuntimeError("vLLM did not reset its prefix cache")
 
     def close(self) -> None:
         """Stop vLLM's engine and worker processes now (instead of at interpreter exit);
@@ -192,20 +145,6 @@ class VllmEngine:
         self.kill()
         processes.wake_blocked_client(self.llm, EngineStalled(f"no request finished for {limit_s:.0f} s"))
 
-    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of what grows with requests, driver and drafter (see
-        SpecdecVllmProposer.state_sizes); bound None: per request, empty between calls."""
-        engine = self.llm.llm_engine
-        sizes = {"driver_unfinished": (engine.get_num_unfinished_requests(), None),
-                 # vLLM internals (0.32.0): per-request output state, pending utility calls
-                 "driver_request_states": (len(getattr(getattr(engine, "output_processor", None),
-                                                       "request_states", {})), None),
-                 "driver_utility_calls": (len(getattr(engine.engine_core, "utility_results", {})), None)}
-        if self.spec.method == "specdec":
-            for worker_sizes in self.llm.collective_rpc(vllm_proposer.state_sizes):
-                sizes.update({name: tuple(v) for name, v in (worker_sizes or {}).items()})
-        return sizes
-
     def take_source_counts(self) -> dict[str, tuple[int, int]]:
         """specdec's per-source (drafted, accepted) token counts since the last call, summed
         over the workers, then zeroed there ({} for other methods): one round trip, made
@@ -222,20 +161,6 @@ class VllmEngine:
     @property
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()
-
-    @property
-    def newest(self) -> bool:
-        """Started last in this process: vLLM's metrics registry follows this engine."""
-        return self._serial == VllmEngine._engines_started
-
-    def counters(self) -> SpecCounters:
-        """vLLM's own cumulative speculation counters (subtract two snapshots)."""
-        if not self.newest:
-            raise RuntimeError(
-                "vLLM's metrics registry follows only the newest engine in this process; "
-                "read counters() from the engine started last"
-            )
-        return read_spec_counters(self.llm.get_metrics())
 
     def generate(
         self,

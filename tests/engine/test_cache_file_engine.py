@@ -12,6 +12,7 @@ import logging
 
 import pytest
 
+from bench.engine_hooks import reset_proposer
 from specdec.drafting import cache_file
 from specdec.drafting.suffix_cache import SuffixTrieCache
 from specdec.models import tokenizer_digest
@@ -60,9 +61,9 @@ def test_a_rerun_drafts_from_history_and_keeps_the_sampling_distribution(engine_
     without speculation (chi-square, as test_fidelity.py)."""
     engine = engine_factory("specdec", budget=False, cache_file=str(cache_path))
     options = SamplingOptions(temperature=0.8, ignore_eos=True)
-    engine.reset_proposer()  # whatever the file holds now: not under test
+    reset_proposer(engine)  # whatever the file holds now: not under test
     engine.generate(sampling_probe.sample_requests(engine, EPOCH_SEEDS[0], NUM_SAMPLES), options)
-    engine.reset_proposer()  # the re-run starts from the file the first run saved
+    reset_proposer(engine)  # the re-run starts from the file the first run saved
     rerun = engine.generate(sampling_probe.sample_requests(engine, EPOCH_SEEDS[1], NUM_SAMPLES), options)
     counts = engine.take_source_counts()
     probe = sampling_probe.summarize(rerun)

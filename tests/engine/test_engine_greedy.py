@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench import engine_hooks
+from bench.drafters import specdec_drafter
+from bench.replay import ReplayRequest, replay
 from specdec.config import ConfigError, SpecConfig
-from specdec.engines.replay import ReplayRequest, replay
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, SamplingOptions
+from support import engine_calls
 from support.greedy_checks import assert_same_greedy_outputs
 
 pytestmark = pytest.mark.slow
@@ -36,10 +39,10 @@ def speculative(engine_factory, requests):
     # the newest engine (a shared one may have been started before others); this fixture
     # comes before `plain` in the first test's arguments, so a shared one can be kept
     engine = engine_factory("specdec", k_max=K_MAX, newest=True)
-    before = engine.counters()
+    before = engine_calls.counters(engine)
     results = engine.generate(requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
-    return results, engine.counters() - before, engine.step_cost()
+    return results, engine_calls.counters(engine) - before, engine.step_cost()
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
@@ -55,7 +58,7 @@ def test_greedy_output_identical_to_no_speculation(method, engine_factory, reque
 def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, requests):
     # Without the batch budget: its decisions depend on measured step times, which replay has not.
     engine = engine_factory("specdec", k_max=K_MAX, budget=False)
-    engine.reset_proposer()  # a cold cross-request cache, as the replay starts with
+    engine_hooks.reset_proposer(engine)  # a cold cross-request cache, as the replay starts with
     subset = requests[:8]
     # One request at a time, so requests finish into the cache in the replay's order.
     results = engine.generate(subset, GREEDY, batch_size=1)
@@ -68,7 +71,7 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
             for r, ref in zip(subset, reference, strict=True)
         ],
-        SpecConfig(method="specdec", k_max=K_MAX, budget=False),
+        specdec_drafter(SpecConfig(method="specdec", k_max=K_MAX, budget=False)),
     )
     assert sum(r.stats.num_accepted_tokens for r in results) > 0
     for real, sim in zip(results, replayed, strict=True):
@@ -82,18 +85,18 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
 def test_drafting_switched_off_runs_without_drafts_and_back_on_drafts_again(engine_factory, requests, plain):
     engine = engine_factory("specdec", k_max=K_MAX, budget=False)  # no budget: drafts whatever the step costs
     subset = requests[:4]
-    engine.reset_proposer()
+    engine_hooks.reset_proposer(engine)
     try:
-        engine.set_drafting(False)
+        engine_calls.set_drafting(engine, False)
         off = engine.generate(subset, GREEDY)
     finally:
-        engine.set_drafting(True)
+        engine_calls.set_drafting(engine, True)
     assert sum(r.stats.num_draft_tokens for r in off) == 0
     assert [r.output_token_ids for r in off] == [r.output_token_ids for r in plain[:4]]
-    engine.reset_proposer()
+    engine_hooks.reset_proposer(engine)
     assert sum(r.stats.num_draft_tokens for r in engine.generate(subset, GREEDY)) > 0
     with pytest.raises(ConfigError, match="only specdec"):
-        engine_factory("none").set_drafting(False)
+        engine_calls.set_drafting(engine_factory("none"), False)
 
 
 def test_per_request_stats_reconcile_with_vllm_counters(speculative):
@@ -127,7 +130,7 @@ def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory):
 
     engine = engine_factory("specdec", k_max=K_MAX)
     cfg = engine.engine_config
-    steps, prefills = engine.recalibrate()
+    steps, prefills = engine_calls.recalibrate(engine)
     runs = calibration.calibration_runs(cfg.max_num_seqs, K_MAX, cfg.max_model_len)
     assert len(prefills) == len(runs)
     # a new set in place of the loaded one, not added to it: at most one sample per decode step

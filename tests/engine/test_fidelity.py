@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.engine_hooks import reset_proposer
 from specdec.datasets import humaneval_rows, sharegpt_rows
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
@@ -67,7 +68,7 @@ def plain_greedy(engine_factory, greedy_requests) -> list[GenerationResult]:
 
 def check_greedy_identity(method: str, engine_factory, requests, plain) -> None:
     engine = engine_factory(method)
-    engine.reset_proposer()
+    reset_proposer(engine)
     results = engine.generate(requests, GREEDY)  # one call: vLLM batches up to max_num_seqs
     # vLLM's per-request spec-decode metrics (its engine-wide counters from get_metrics()
     # only follow the newest of the engines alive in this process)

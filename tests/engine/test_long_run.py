@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.engine_hooks import state_sizes
 from specdec.datasets import humaneval_rows
 from specdec.types import GenerationRequest, SamplingOptions
 
@@ -28,7 +29,7 @@ def test_per_request_state_is_empty_after_every_shard_and_bounded_state_stays_bo
         part = rows[shard * SHARD_SIZE : (shard + 1) * SHARD_SIZE]
         requests = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"][:300])), 24) for r in part]
         assert len(engine.generate(requests, SamplingOptions(temperature=0.0))) == SHARD_SIZE
-        sizes = engine.state_sizes()
+        sizes = state_sizes(engine)
         per_request = {name: size for name, (size, bound) in sizes.items() if bound is None}
         assert set(per_request) >= {"driver_request_states", "driver_unfinished"}, sizes
         assert all(size == 0 for size in per_request.values()), (shard, per_request)

@@ -9,17 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from specdec.bench.reference import SampledWorkload, sampled_reference, sampled_requests, unchunked_calls
+from bench.drafters import FixedK, VllmNgramProposer
+from bench.reference import Workload, epoch_requests, reference
+from bench.replay import replay
 from specdec.config import EngineConfig, SpecConfig
-from specdec.engines.baselines import VllmNgramProposer
-from specdec.engines.replay import replay
 from specdec.types import GenerationRequest
 
 pytestmark = pytest.mark.slow
 
 MAX_TOKENS = 64
 K = 4
-WORKLOAD = SampledWorkload(temperature=0.8, samples=8, seed=11)
+WORKLOAD = Workload(temperature=0.8, samples=8, seed=11)
 Z = 4.0  # two-sided p of about 6e-5 under "the rates agree"
 POWER = 0.12  # the bound must be tighter than this, or the test could not tell a real gap
 
@@ -44,15 +44,13 @@ def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_
     # deterministic drafts of up to four tokens, the argument's case position by position
     ngram = SpecConfig(method="ngram", k_max=K, ngram_min=2, ngram_max=5)
     engine = engine_factory("ngram", k_max=K, ngram_min=ngram.ngram_min, ngram_max=ngram.ngram_max)
-    # in calls that never chunk a prefill, as the reference is generated
-    results = [res for call in unchunked_calls(sampled_requests(rows, WORKLOAD, 1), 16)
-               for res in engine.generate(call, WORKLOAD.sampling)]
+    results = engine.generate(epoch_requests(rows, WORKLOAD, 1), WORKLOAD.sampling)
     engine_rate, engine_se = _rate_and_se([sum(r.per_step_drafted) for r in results],
                                           [sum(r.per_step_accepted) for r in results])
 
-    reference = sampled_reference(rows, WORKLOAD, [1], EngineConfig(max_model_len=2048), default_model_dir,
-                                  tokenizer.eos_token_id, engine=engine_factory("none"))[1]
-    replayed = replay(reference, ngram, VllmNgramProposer(ngram.ngram_min, ngram.ngram_max))
+    [references] = reference(rows, WORKLOAD, EngineConfig(max_model_len=2048), default_model_dir,
+                             tokenizer.eos_token_id, engine=engine_factory("none"))
+    replayed = replay(references, FixedK(ngram, VllmNgramProposer(ngram.ngram_min, ngram.ngram_max)))
     replay_rate, replay_se = _rate_and_se([sum(r.per_step_drafted) for r in replayed],
                                           [sum(r.per_step_accepted) for r in replayed])
 

@@ -16,6 +16,7 @@ MAX_TOKENS = 6
 
 @pytest.mark.slow
 def test_seeded_chunked_prefill_gives_the_unchunked_samples(engine_factory) -> None:
+    from bench.engine_hooks import reset_prefix_cache
     from specdec.sampling_seeds import sample_seed
     from specdec.types import GenerationRequest, SamplingOptions
 
@@ -34,11 +35,11 @@ def test_seeded_chunked_prefill_gives_the_unchunked_samples(engine_factory) -> N
     assert PROMPT_TOKENS < step_tokens  # alone, a prompt is prefilled in one step
     sampling = SamplingOptions(temperature=0.8)
 
-    engine.reset_prefix_cache()
+    reset_prefix_cache(engine)
     together = engine.generate(requests, sampling)
     alone = []
     for request in requests:
-        engine.reset_prefix_cache()  # prefilled anew, in one step
+        reset_prefix_cache(engine)  # prefilled anew, in one step
         alone.append(engine.generate([request], sampling)[0])
 
     outputs = [r.output_token_ids for r in together]

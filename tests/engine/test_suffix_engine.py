@@ -16,10 +16,12 @@ except ImportError as exc:
         allow_module_level=True,
     )
 
-from specdec.config import PolicyConfig, SpecConfig
-from specdec.drafting.suffix_baseline import ArcticSuffixProposer
-from specdec.engines.replay import ReplayRequest, replay
+from bench.drafters import FixedK
+from bench.replay import ReplayRequest, replay
+from bench.suffix_baseline import ArcticSuffixProposer
+from specdec.config import SpecConfig
 from specdec.types import GenerationRequest, SamplingOptions
+from support.engine_calls import counters
 from support.greedy_checks import assert_same_greedy_outputs
 
 pytestmark = pytest.mark.slow
@@ -57,8 +59,8 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, 
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
             for r, ref in zip(subset, reference, strict=True)
         ],
-        SpecConfig(method="suffix", k_max=K_MAX, policy=PolicyConfig(adaptive=False)),
-        ArcticSuffixProposer(max_model_len=engine.engine_config.max_model_len),
+        FixedK(SpecConfig(method="suffix", k_max=K_MAX),
+               ArcticSuffixProposer(max_model_len=engine.engine_config.max_model_len)),
     )
     assert sum(r.stats.num_accepted_tokens for r in results) > 0
     for real, sim in zip(results, replayed, strict=True):
@@ -81,9 +83,9 @@ def requests(engine_factory, humaneval_rows):
 def test_suffix_greedy_output_identical_to_no_speculation(engine_factory, requests):
     plain = engine_factory("none").generate(requests, GREEDY)
     engine = engine_factory("suffix", k_max=K_MAX)
-    before = engine.counters()
+    before = counters(engine)
     results = engine.generate(requests, GREEDY)
-    delta = engine.counters() - before
+    delta = counters(engine) - before
     total = assert_same_greedy_outputs(plain, results, "suffix")
     # suffix decoding's drafts are in vLLM's counters too
     assert delta.num_drafts == total.num_drafts

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from bench.compare import NOT_BENCH_OPTIONS
 from flows.generation import speculative_generation
 from flows.params import FlowParams
-from specdec.bench.command import NOT_BENCH_OPTIONS
 from specdec.cli import build_parser, extensions
 from specdec.cli_options import model_from_args
 from specdec.params import GenerationParams

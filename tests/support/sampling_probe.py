@@ -49,7 +49,9 @@ def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool =
     from the requests in the same order. In one batched call that order depends on when
     requests reach vLLM's engine process (timing); `sequential` runs them one at a time.
     """
-    engine.reset_proposer()
+    from bench.engine_hooks import reset_proposer
+
+    reset_proposer(engine)
     if not sequential:
         return engine.generate(requests, sampling)
     # One call per request, seeds set here: generate(batch_size=1) gives every call seed + 0.

@@ -9,16 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.bench.batched_replay import LOG_FIELDS, SimulatedStepTimer, simulate
-from specdec.bench.cost_models import CostModel, from_json, h100_llama3_8b, resolve
-from specdec.bench.pricing import DraftCost, price
-from specdec.budget import StepCost
-from specdec.config import ConfigError, PolicyConfig, SpecConfig
-from specdec.controller import DraftController
-from specdec.drafting.ngram import NgramProposer
-from specdec.engines.replay import ReplayRequest, replay
-
-FIXED = PolicyConfig(adaptive=False)
+from bench.cost_models import CostModel, DraftCost, from_json, h100_llama3_8b, price, resolve
+from bench.drafters import FixedK, NullProposer, specdec_drafter
+from bench.replay import LOG_FIELDS, ReplayRequest, SimulatedStepTimer, simulate
+from specdec.config import ConfigError, SpecConfig
+from specdec.step_cost import StepCost
+from support.replay_requests import Lookup
+from support.sequential_replay import sequential_replay
 
 
 class ScriptedProposer:
@@ -31,12 +28,10 @@ class ScriptedProposer:
         pass
 
 
-def controller(k: int = 2, proposer=None, method: str = "ngram") -> DraftController:
+def controller(k: int = 2, proposer=None, method: str = "ngram") -> FixedK:
     if method == "none":
-        from specdec.bench.replay_bench import NullProposer
-
         proposer = NullProposer()
-    return DraftController(SpecConfig(method=method, k_max=k, policy=FIXED), proposer or ScriptedProposer())
+    return FixedK(SpecConfig(method=method, k_max=k), proposer or ScriptedProposer())
 
 
 def cost_model(step: StepCost, overhead: float = 0.0, max_batched_tokens: int = 1 << 20) -> CostModel:
@@ -90,10 +85,10 @@ def as_requests(raw, stop: frozenset[int] = frozenset()) -> list[ReplayRequest]:
 @given(raw=requests_strategy, k=st.integers(1, 6), specdec=st.booleans(), stop=st.sampled_from([(), (3,)]))
 def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec, stop):
     reqs = as_requests(raw, frozenset(stop))  # with a stop token, outputs end at its first occurrence
-    cfg = SpecConfig(method="specdec", k_max=k) if specdec else SpecConfig(method="ngram", k_max=k, policy=FIXED)
-    make = (lambda: None) if specdec else (lambda: NgramProposer(1, 4))
-    expected = replay(reqs, cfg, make())
-    got = simulate(reqs, DraftController(cfg, make()), batch_size=1, max_batched_tokens=8).results
+    make = (lambda: specdec_drafter(SpecConfig(method="specdec", k_max=k))) if specdec else (
+        lambda: controller(k, Lookup(1, 4)))
+    expected = sequential_replay(reqs, make())
+    got = simulate(reqs, make(), batch_size=1, max_batched_tokens=8).results
     assert [(r.output_token_ids, r.per_step_drafted, r.per_step_accepted, r.stats) for r in got] == [
         (r.output_token_ids, r.per_step_drafted, r.per_step_accepted, r.stats) for r in expected
     ]
@@ -103,9 +98,9 @@ def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec
 @given(raw=requests_strategy, k=st.integers(1, 6), batch_size=st.integers(1, 7), budget=st.integers(1, 30))
 def test_any_batch_and_token_budget_gives_the_greedy_outputs_once_each(raw, k, batch_size, budget):
     reqs = as_requests(raw)
-    sim = simulate(reqs, controller(k, NgramProposer(1, 4)), batch_size, budget)
+    sim = simulate(reqs, controller(k, Lookup(1, 4)), batch_size, budget)
     assert [r.id for r in sim.results] == [r.id for r in reqs]
-    assert [r.output_token_ids for r in sim.results] == [list(r.greedy_tokens[: r.max_tokens]) for r in reqs]
+    assert [r.output_token_ids for r in sim.results] == [list(r.reference_tokens[: r.max_tokens]) for r in reqs]
     assert sim.log["num_running"].max() <= min(batch_size, len(reqs))
     assert sim.log["num_tokens"].max() <= budget
     # Every prompt token is scheduled once; every output token after the first is decoded.
@@ -117,8 +112,8 @@ def test_any_batch_and_token_budget_gives_the_greedy_outputs_once_each(raw, k, b
 def test_stateless_drafter_decides_the_same_whatever_the_batch():
     rng = np.random.default_rng(0)
     reqs = [ReplayRequest(f"r{i}", rng.integers(0, 4, 10).tolist(), rng.integers(0, 4, 40).tolist(), 30) for i in range(9)]
-    one = simulate(reqs, controller(3, NgramProposer(1, 3)), 1, 64).results
-    many = simulate(reqs, controller(3, NgramProposer(1, 3)), 4, 64).results
+    one = simulate(reqs, controller(3, Lookup(1, 3)), 1, 64).results
+    many = simulate(reqs, controller(3, Lookup(1, 3)), 4, 64).results
     assert [(r.per_step_drafted, r.per_step_accepted) for r in one] == [(r.per_step_drafted, r.per_step_accepted) for r in many]
 
 
@@ -166,7 +161,7 @@ def test_the_budget_learns_the_simulated_step_cost_and_drafts_by_it():
     drafted = {}
     for name, cost in (("cheap", cheap), ("dear", dear)):
         learner = SimulatedStepTimer(cost, 4, 8, 4096)
-        sim = simulate(reqs, DraftController(SpecConfig(method="specdec", k_max=4)), 8, 4096, learner)
+        sim = simulate(reqs, specdec_drafter(SpecConfig(method="specdec", k_max=4)), 8, 4096, learner)
         drafted[name] = price(sim.log, cost, DraftCost()).mean_drafted_per_row_step
         assert len(learner.timer) > 0  # it kept learning from clean decode steps
     assert drafted["cheap"] > 2.0 and drafted["dear"] < 0.1 * drafted["cheap"]
@@ -211,7 +206,7 @@ def test_cost_model_from_a_json_file(tmp_path):
 
 
 def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
-    from specdec.bench.batched_replay import simulated_calibration
+    from bench.replay import simulated_calibration
     from specdec.engines.calibration import LONG_PROMPT_TOKENS, PROMPT_TOKENS, calibration_runs
 
     runs = calibration_runs(max_num_seqs=64, k_max=4, max_model_len=4096)
@@ -220,7 +215,7 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
     assert all(p < 200 for _, _, p in calibration_runs(16, 4, max_model_len=200))  # no room: short prompts only
     # With those samples a fit tells the KV term from the per-row one, and a drafting row's
     # attention over its context from a drafted token's own cost.
-    from specdec.budget import fit_step_cost
+    from specdec.step_cost import fit_step_cost
 
     true = StepCost(0.02, 0.003, 0.002, 4e-6, 1.5e-6)
     fitted = fit_step_cost(simulated_calibration(true, 4, 64, 4096))
@@ -230,9 +225,9 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
 
 
 def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_model_uses_it(tmp_path):
-    from specdec.bench.cost_models import from_samples
-    from specdec.bench.batched_replay import simulated_calibration
-    from specdec.budget import PrefillSample, fit_prefill_token_seconds
+    from bench.cost_models import from_samples
+    from bench.replay import simulated_calibration
+    from specdec.step_cost import PrefillSample, fit_prefill_token_seconds
     from specdec.engines.calibration import read_calibration
 
     prefills = [PrefillSample(n, n * t, 0.004 + 2e-5 * n * t) for n, t in ((1, 32), (16, 32), (1, 1024), (4, 512))]
@@ -248,19 +243,12 @@ def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_mode
     assert model.step.per_token_s == pytest.approx(1e-3, rel=1e-6)
 
 
-class PromptLengthSpy(DraftController):
+class PromptLengthSpy(FixedK):
     """Records the prompt lengths each drafter call is given, per request id."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seen: dict[str, set[int]] = {}
-
-    def engine_step(self, req_ids, sampled, num_tokens, token_ids, cost, forced_k=None, timed=False,
-                    num_prompt_tokens=None, tail=False):
-        for i, req_id in enumerate(req_ids):
-            self.seen.setdefault(req_id, set()).add(int(num_prompt_tokens[i]))
-        return super().engine_step(req_ids, sampled, num_tokens, token_ids, cost, forced_k, timed, num_prompt_tokens,
-                                   tail)
 
     def step_tokens(self, req_ids, tokens, num_accepted, cost=None, num_prompt_tokens=None, tail=False):
         for req_id, n in zip(req_ids, num_prompt_tokens, strict=True):
@@ -270,13 +258,11 @@ class PromptLengthSpy(DraftController):
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3])
 def test_every_drafter_call_knows_each_rows_prompt_length(batch_size):
-    # Rows join, leave and move within the condensed batch: each keeps its own prompt length.
+    # Rows join and leave the batch: each keeps its own prompt length.
     reqs = [ReplayRequest(f"r{i}", [1 + i] * (3 + 2 * i), [5, 5, 5, 6, 6] + [0] * 3, 3 + i % 3) for i in range(5)]
-    spy = PromptLengthSpy(SpecConfig(method="ngram", k_max=2, policy=FIXED), ScriptedProposer())
+    spy = PromptLengthSpy(SpecConfig(method="ngram", k_max=2), ScriptedProposer())
     simulate(reqs, spy, batch_size=batch_size, max_batched_tokens=6)
     assert spy.seen == {r.id: {len(r.prompt_token_ids)} for r in reqs}
-    one = PromptLengthSpy(SpecConfig(method="ngram", k_max=2, policy=FIXED), ScriptedProposer())
-    from specdec.engines.replay import replay_with
-
-    replay_with(one, reqs)
+    one = PromptLengthSpy(SpecConfig(method="ngram", k_max=2), ScriptedProposer())
+    sequential_replay(reqs, one)
     assert one.seen == spy.seen

@@ -54,14 +54,3 @@ def test_quarantine_file_has_the_duckdb_quarantine_table_columns():
     text = (SQL_DIR / "migrations" / "0008_quarantine.sql").read_text()
     for name in QUARANTINE_SCHEMA.names:
         assert f"    {name} " in text, name
-
-
-def test_bench_warm_prompts_are_checked_before_any_engine_starts(tmp_path, capsys):
-    rows = [{"id": f"r{i}", "prompt": f"say {i}", "messages": None} for i in range(3)]
-    src = str(write_shard(tmp_path / "p.parquet", rows))
-    assert main(["bench", "--engine", "vllm", "--input", src, "--warm-prompts", "1"]) == 2
-    assert "--warm-prompts needs --limit" in capsys.readouterr().err
-    assert main(["bench", "--engine", "vllm", "--input", src, "--limit", "2", "--warm-prompts", "5"]) == 2
-    assert "fewer than --limit 2 plus --warm-prompts 5" in capsys.readouterr().err
-    assert main(["bench", "--engine", "vllm", "--input", src, "--limit", "3", "--methods", "none,specdec[warm]"]) == 2
-    assert "specdec[warm] needs --warm-prompts" in capsys.readouterr().err

@@ -1,13 +1,13 @@
-"""DraftController and the replay simulator, on scripted and random token streams."""
+"""The replay and the controller it drives, on scripted and random token streams."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.config import PolicyConfig, SpecConfig
-from specdec.controller import DraftController, make_controller
-from specdec.engines.replay import ReplayRequest, replay
+from bench.drafters import FixedK, specdec_drafter
+from bench.replay import ReplayRequest, num_matching, replay
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
 
 
 class RandomProposer:
@@ -33,9 +33,9 @@ class RandomProposer:
     use_random=st.booleans(),
 )
 def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, max_tokens, k_max, seed, use_random):
-    cfg = SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True, k_init=k_max, window=2))
-    proposer = RandomProposer(seed) if use_random else None
-    [res] = replay([ReplayRequest("r", prompt, greedy, max_tokens)], cfg, proposer)
+    cfg = SpecConfig(method="specdec", k_max=k_max, budget=False)
+    drafter = FixedK(cfg, RandomProposer(seed)) if use_random else specdec_drafter(cfg)
+    [res] = replay([ReplayRequest("r", prompt, greedy, max_tokens)], drafter)
     assert res.output_token_ids == greedy[:max_tokens]
     assert all(0 <= a <= d <= k_max for d, a in zip(res.per_step_drafted, res.per_step_accepted))
     # The K histogram counts every decode step (a forward after the prefill's) by its draft.
@@ -56,11 +56,11 @@ def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, ma
     accepted=st.lists(st.integers(0, 8), min_size=1, max_size=40),
 )
 def test_controller_never_returns_more_than_k(tokens, k_max, accepted):
-    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max, policy=PolicyConfig(adaptive=True, k_init=1, window=1)))
+    ctl = specdec_drafter(SpecConfig(method="specdec", k_max=k_max))
     seq = np.asarray(tokens, dtype=np.int64)
     last = 0
     for a in accepted:
-        draft = ctl.step("r", seq, min(a, last))
+        [draft] = ctl.step_tokens(["r"], [seq], [min(a, last)])
         assert draft.shape[0] <= k_max
         last = draft.shape[0]
 
@@ -69,7 +69,7 @@ def test_repetitive_text_is_drafted_and_accepted():
     pattern = [5, 6, 7, 8, 9]
     greedy = pattern * 12
     cfg = SpecConfig(method="specdec", k_max=4)
-    [res] = replay([ReplayRequest("r", pattern * 2, greedy, 40)], cfg)
+    [res] = replay([ReplayRequest("r", pattern * 2, greedy, 40)], specdec_drafter(cfg))
     assert res.output_token_ids == greedy[:40]
     assert res.stats.acceptance_rate == 1.0
     assert res.stats.tokens_per_forward > 3.0  # close to K + 1 tokens per forward
@@ -78,7 +78,7 @@ def test_repetitive_text_is_drafted_and_accepted():
 def test_stop_token_truncates_output_like_vllm():
     cfg = SpecConfig(method="specdec", k_max=4)
     greedy = [1, 2, 3, 1, 2, 3, 0, 1, 2, 3]
-    [res] = replay([ReplayRequest("r", [1, 2, 3], greedy, 10, frozenset({0}))], cfg)
+    [res] = replay([ReplayRequest("r", [1, 2, 3], greedy, 10, frozenset({0}))], specdec_drafter(cfg))
     assert res.output_token_ids == [1, 2, 3, 1, 2, 3, 0]
 
 
@@ -91,31 +91,29 @@ def test_persisted_cache_starts_a_later_run_warm(tmp_path):
 
     path = tmp_path / "cache.npz"
     cfg = SpecConfig(method="specdec", k_max=4, cache_file=str(path))
-    first = DraftController(cfg)
-    replay([request(0), request(1)], cfg, first.proposer)
+    first = specdec_drafter(cfg)
+    replay([request(0), request(1)], first)
     assert first.save_cache(str(path)) == 2 and path.exists()
     later = request(2)
-    [cold] = replay([later], SpecConfig(method="specdec", k_max=4))
-    [warm] = replay([later], cfg)  # loads the file: the answer is drafted from the first step
+    [cold] = replay([later], specdec_drafter(SpecConfig(method="specdec", k_max=4)))
+    [warm] = replay([later], specdec_drafter(cfg))  # loads the file: the answer is drafted from the first step
     assert warm.output_token_ids == cold.output_token_ids == answer
     assert warm.stats.num_steps < cold.stats.num_steps
     small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_tokens=60)
-    cache = DraftController(small).proposer.cache  # type: ignore[attr-defined]
+    cache = DraftController(small).drafter.cache
     cache.check_invariants()
     assert len(cache) == 1  # over the token budget: the oldest sequence was evicted on load
 
 
-@pytest.mark.parametrize("drafter", ["python", "native"])
-def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(drafter):
-    """What tests/engine/test_long_run.py checks through an engine, for both drafters and
-    both controllers."""
-    ctl = make_controller(SpecConfig(method="specdec", k_max=4, drafter=drafter, cache_max_tokens=200))
+def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound():
+    """What tests/engine/test_long_run.py checks through an engine."""
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4, cache_max_tokens=200))
     rng = np.random.default_rng(1)
     for shard in range(6):
         ids = [f"s{shard}-{i}" for i in range(4)]
         seqs = [rng.integers(0, 20, size=60) for _ in ids]
         for n in range(5, 61, 5):
-            ctl.step_batch([(req_id, seq[:n], 0) for req_id, seq in zip(ids, seqs)])
+            ctl.step_tokens(ids, [seq[:n] for seq in seqs], [0] * len(ids))
         for req_id in ids:
             ctl.finish(req_id)
         sizes = ctl.state_sizes()
@@ -126,17 +124,15 @@ def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound(dra
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 6), drafter=st.sampled_from(["python", "native"]),
-       budget=st.booleans())
-def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(seed, k_max, drafter, budget):
+@given(seed=st.integers(0, 10_000), k_max=st.integers(1, 6), budget=st.booleans())
+def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(seed, k_max, budget):
     """Requests of a few shared prompts decode side by side (greedy continuations from a small
     vocabulary, so siblings, live text and own text all draft); what the drafter counts per
     source adds up to what the target verified and accepted."""
-    from specdec.budget import StepCost
-    from specdec.engines.replay import num_matching
+    from specdec.step_cost import StepCost
 
     rng = np.random.default_rng(seed)
-    ctl = make_controller(SpecConfig(method="specdec", k_max=k_max, drafter=drafter))
+    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max))
     cost = StepCost(fixed_s=0.01, per_seq_s=0.0, per_token_s=0.001) if budget else None
     prompts = [rng.integers(0, 5, size=int(rng.integers(1, 20))).tolist() for _ in range(3)]
     answers = [rng.integers(0, 5, size=30).tolist() for _ in range(2)]

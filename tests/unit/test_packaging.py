@@ -13,6 +13,7 @@ from support import REPO
 def test_package_list_covers_every_package_folder():
     setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(setuptools_cfg["packages"])
-    on_disk = set(find_packages(str(REPO), include=["specdec", "specdec.*", "flows", "flows.*", "tasks", "tasks.*"]))
+    on_disk = set(find_packages(str(REPO), include=["specdec", "specdec.*", "flows", "flows.*", "tasks", "tasks.*",
+                                                         "bench", "bench.*"]))
     assert listed == on_disk | {"tasks.sql"}, "update [tool.setuptools] packages in pyproject.toml"
     assert setuptools_cfg["package-dir"]["tasks.sql"] == "sql"

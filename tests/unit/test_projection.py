@@ -6,14 +6,15 @@ import json
 import numpy as np
 import pytest
 
-from specdec.bench import command
-from specdec.bench.cost_models import CostModel, h100_llama3_8b
-from specdec.bench.projection import NGRAM_DRAFT, OracleProposer, ProjectedMethod, fixed_k_controller, project, projected_methods
-from specdec.bench.projection_report import render_projection_table, shown
-from specdec.budget import StepCost
-from specdec.drafting.ngram import NgramProposer
-from specdec.engines.replay import ReplayRequest
-from support.replay_requests import synthetic_requests
+from bench import compare
+from bench.cost_models import CostModel, h100_llama3_8b
+from bench.drafters import NGRAM_DRAFT, OUR_DRAFT, Method, all_methods, fixed_k, oracle
+from bench.projection import project
+from bench.projection import render_projection_table, shown
+from bench.replay import ReplayRequest
+from specdec.step_cost import StepCost
+from support.bench_cli import specdec_main
+from support.replay_requests import Lookup, synthetic_requests
 
 REQUIRED = ("dataset", "method", "k_max", "batch_size", "cost_model", "projected_tokens_per_s", "speedup_vs_none")
 
@@ -28,12 +29,12 @@ def scripted(name: str, per_token_s: float) -> CostModel:
 
 # Our own numpy lookup stands in for vLLM's n-gram drafter (importing vLLM and compiling
 # its numba code takes tens of seconds); the projection treats both alike.
-LOOKUP = ProjectedMethod("ngram", fixed_k_controller("ngram", lambda k, _: NgramProposer(2, 5)), NGRAM_DRAFT)
+LOOKUP = Method("ngram", fixed_k("ngram", lambda: Lookup(2, 5)), NGRAM_DRAFT)
 
 
 @pytest.fixture(scope="module")
 def records():
-    methods = [m for name, m in projected_methods().items() if name in ("none", "specdec", "oracle")] + [LOOKUP]
+    methods = [m for name, m in all_methods().items() if name in ("none", "specdec", "oracle")] + [LOOKUP]
     costs = [scripted("weights-bound", 1e-6), scripted("compute-bound", 5e-3)]
     return project(synthetic(), "synthetic", methods, [1, 2, 4], [1, 4, 16], costs, 4096)
 
@@ -79,9 +80,9 @@ def test_prices_decide_what_drafting_is_worth(records):
 
 def test_oracle_drafts_the_reference():
     req = ReplayRequest("r", [1, 2], [3, 4, 5, 6], 4)
-    oracle = OracleProposer([req])
-    assert oracle.propose("r", np.array([1, 2, 3]), 2).tolist() == [4, 5]
-    assert oracle.propose("r", np.array([1, 2, 3, 4, 5, 6]), 3).tolist() == []
+    drafter = oracle(2, [req])
+    assert [d.tolist() for d in drafter.step_tokens(["r"], [np.array([1, 2, 3])], [0])] == [[4, 5]]
+    assert [d.tolist() for d in drafter.step_tokens(["r"], [np.array([1, 2, 3, 4, 5, 6])], [0])] == [[]]
 
 
 def test_table_shows_best_k_and_how_specdec_stands(records):
@@ -91,53 +92,26 @@ def test_table_shows_best_k_and_how_specdec_stands(records):
 
 
 def test_h100_projection_keeps_verification_cheap_at_batch_one():
-    methods = [m for name, m in projected_methods().items() if name in ("none", "oracle")]
+    methods = [m for name, m in all_methods().items() if name in ("none", "oracle")]
     recs = project(synthetic(4), "synthetic", methods, [4], [1], [h100_llama3_8b()], 4096)
     oracle = next(r for r in recs if r.method == "oracle")
     # 4 drafts always accepted at batch 1 on an H100: close to 5 tokens per forward, nearly 5x.
     assert oracle.tokens_per_forward > 4.0 and oracle.speedup_vs_none > 3.5
 
 
-def test_drafting_cost_figures_price_every_step():
-    from specdec.bench.projection import draft_cost_figure
-
-    cost = draft_cost_figure("20+4")
-    log = {"num_proposed": np.array([2.0, 3.0]), "num_emitted": np.array([5.0, 1.0])}
-    assert cost.seconds(log).tolist() == pytest.approx([2 * 20e-6 + 5 * 4e-6, 3 * 20e-6 + 4e-6])
-    assert draft_cost_figure("7").per_emitted_token_s == 0.0
-    with pytest.raises(ValueError, match="ROW or ROW"):
-        draft_cost_figure("fast")
-
-
-def test_specdec_is_projected_with_the_compiled_drafter_and_priced_at_its_figure_without_it(monkeypatch):
-    from specdec.bench import projection
-
-    assert projection.specdec_drafter("native") == ("native", projection.OUR_DRAFT)  # installed here: timed
-    assert projection.specdec_drafter("python") == ("python", projection.NATIVE_DRAFT)
-    monkeypatch.setattr(projection, "native_available", lambda: False)
-    assert projection.specdec_drafter("native") == ("python", projection.NATIVE_DRAFT)
-    controller = projection.projected_methods()["specdec"].make_controller(4, [])
-    assert controller.config.drafter == "python"
-    # 4 us per step with a drafter call, 0.5 us per row, 0.44 us per output token
-    log = {"num_proposed": np.array([0.0, 1.0, 64.0]), "num_emitted": np.array([64.0, 1.0, 100.0])}
-    assert projection.NATIVE_DRAFT.seconds(log).tolist() == pytest.approx(
-        [64 * 0.44e-6, 4e-6 + 0.5e-6 + 0.44e-6, 4e-6 + 64 * 0.5e-6 + 100 * 0.44e-6])
-
-
 def test_parse_ks():
-    assert command.parse_ks("1-4,8") == [1, 2, 3, 4, 8]
-    assert command.parse_ks("3,1") == [1, 3]
+    assert compare.parse_ks("1-4,8") == [1, 2, 3, 4, 8]
+    assert compare.parse_ks("3,1") == [1, 3]
 
 
 def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, capsys):
-    from specdec.cli import main
-
-    monkeypatch.setattr(command, "_reference", lambda requests, tokenizer, engine_cfg, params, epochs, row_samples=(): [synthetic(6)])
+    main = specdec_main(monkeypatch)
+    monkeypatch.setattr(compare, "_reference", lambda requests, tokenizer, engine_cfg, params, epochs, row_samples=(): [synthetic(6)])
     cost_file = tmp_path / "slow-gpu.json"
     cost_file.write_text(json.dumps({"per_kv_token_s": 1e-7, "per_token_s": 1e-4, "fixed_s": 0.01, "per_step_overhead_s": 0.002}))
     out = tmp_path / "bench.json"
     argv = ["bench", "--engine", "replay", "--input", "humaneval", "--limit", "2", "--k", "1-2", "--batch-sizes", "1,4,8",
-            "--methods", "oracle,specdec", "--cost", "h100-llama3-8b", "--cost", str(cost_file), "--specdec-draft-us", "20+4",
+            "--methods", "oracle,specdec", "--cost", "h100-llama3-8b", "--cost", str(cost_file),
             "--json", str(out), "--plots", str(tmp_path / "plots")]
     assert main(argv) == 0
     printed = capsys.readouterr().out
@@ -147,5 +121,5 @@ def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, 
     assert {r["method"] for r in rows} == {"none", "oracle", "specdec"}
     assert {r["cost_model"] for r in rows} == {"h100-llama3-8b", "slow-gpu"}
     assert all(all(f in r for f in REQUIRED) for r in rows)
-    assert {r["draft_cost"] for r in rows if r["method"] == "specdec"} == {"figure: 20 us per row per step + 4 us per output token"}
+    assert {r["draft_cost"] for r in rows if r["method"] == "specdec"} == {OUR_DRAFT.source}
     assert (tmp_path / "plots" / "projected_speedup_vs_batch.png").stat().st_size > 1000

@@ -1,21 +1,21 @@
-"""`specdec bench-propose`: every method at every point, one record per point, and the cache's
-insert cost and memory figures (behaviour only: the numbers themselves are not judged); rows
-sharing prompts."""
+"""`specdec bench-propose`: every method at every point, one record per point (behaviour only:
+the numbers themselves are not judged); rows sharing prompts."""
 
 import json
 
 import numpy as np
 
-from specdec.bench.propose_speed import share_prompts
-from specdec.cli import main
+from bench.propose_methods import share_prompts
+from support.bench_cli import specdec_main
 
 
-def test_bench_propose_writes_one_record_per_method_and_point(tmp_path):
+def test_bench_propose_writes_one_record_per_method_and_point(tmp_path, monkeypatch):
     out = tmp_path / "propose.json"
-    methods = "specdec-worker,specdec-worker-python,specdec-native,specdec-python,suffix-arctic"
+    methods = "specdec-worker,suffix-arctic"
     argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
-            "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--memory-tokens", "20000", "--rows-per-prompt", "2", "--json", str(out)]
-    assert main(argv) == 0
+            "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--rows-per-prompt", "2",
+            "--json", str(out)]
+    assert specdec_main(monkeypatch)(argv) == 0
     records = json.loads(out.read_text())
     points = [r for r in records if r["kind"] == "propose"]
     assert {(r["method"], r["batch_size"], r["cache_tokens"]) for r in points} == {
@@ -23,9 +23,7 @@ def test_bench_propose_writes_one_record_per_method_and_point(tmp_path):
     }
     for r in points:
         assert r["context"] == 256 and r["us_per_request_step"] > 0 and r["spread"] >= 0 and r["clock"] == "cpu"
-    assert {r["method"] for r in records if r["kind"] == "insert"} == {"specdec-native", "specdec-python", "suffix-arctic"}
-    [memory] = [r for r in records if r["kind"] == "memory" and r["method"] == "specdec-native"]
-    assert memory["cached_tokens"] == 20000 and memory["own_bytes_per_token"] > 0
+    assert len(points) == len(records)
 
 
 def test_rows_share_prompts_in_groups_and_write_similar_outputs():

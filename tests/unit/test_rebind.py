@@ -1,7 +1,7 @@
 """Rebinding a running engine's drafter to another specdec configuration: vLLM fixes K at
 start-up, so a configuration may take any ceiling up to the engine's K, and drafts within
 its own. Without vLLM: the worker's proposer on a stand-in input batch, and the engine
-adapter's checks (the real engine rebinds in tests/engine/, whose specdec settings share
+bench's rebind checks (the real engine rebinds in tests/engine/, whose specdec settings share
 one engine through conftest's engine_factory)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from specdec.config import ConfigError, SpecConfig
 from specdec.engines.vllm_engine import VllmEngine
 from specdec.engines.vllm_proposer import SpecdecVllmProposer
+from support.engine_calls import rebind
 
 ENGINE_K = 8
 REPEATING = [5, 6, 7, 8, 9, 10, 11, 12] * 32  # own text that drafts as far as allowed
@@ -57,9 +58,9 @@ def test_the_engine_rebinds_only_specdec_within_its_k():
     engine = object.__new__(VllmEngine)  # the checks come before any call to vLLM
     engine.spec, engine.k_engine = SpecConfig(method="specdec", k_max=4, budget=False), 4
     with pytest.raises(ConfigError, match="above this engine's K=4"):
-        engine.rebind(SpecConfig(method="specdec", k_max=4))  # the budget's tail ceiling is 8
+        rebind(engine, SpecConfig(method="specdec", k_max=4))  # the budget's tail ceiling is 8
     with pytest.raises(ConfigError, match="only a specdec engine rebinds"):
-        engine.rebind(SpecConfig(method="ngram", k_max=4))
+        rebind(engine, SpecConfig(method="ngram", k_max=4))
     engine.spec = SpecConfig(method="ngram", k_max=4)
     with pytest.raises(ConfigError, match="only a specdec engine rebinds"):
-        engine.rebind(SpecConfig(method="specdec", k_max=4, budget=False))
+        rebind(engine, SpecConfig(method="specdec", k_max=4, budget=False))

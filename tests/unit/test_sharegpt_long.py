@@ -7,7 +7,7 @@ import inspect
 import json
 import statistics
 
-from specdec.bench.datasets import BUILTIN, load_rows
+from bench.datasets import BUILTIN, load_rows
 from specdec.datasets import _long_history, sharegpt_long_rows, sharegpt_multiturn_rows
 from specdec.prompts import prompt_token_ids
 

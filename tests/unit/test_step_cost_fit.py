@@ -96,7 +96,7 @@ def test_a_few_slow_large_steps_do_not_set_the_fit():
     # as the line through the rest (on a 2-core CPU: 100-250 ms from one engine start to
     # the next). Fitted by absolute error they set the line, and the budget then found no
     # draft worth verifying, ever; by relative error they are the outliers they look like.
-    from specdec.bench.batched_replay import simulated_calibration
+    from bench.replay import simulated_calibration
 
     true = StepCost(fixed_s=0.022, per_seq_s=0.0, per_token_s=7e-4, per_kv_token_s=2e-6)
     samples = [s._replace(seconds=s.seconds * 2.0) if s.num_seqs == 16 and s.num_tokens > 16 else s

@@ -19,8 +19,8 @@ except ImportError as exc:  # built at set-up by scripts/install.sh (packaging/s
         allow_module_level=True,
     )
 
-from specdec.drafting import suffix_baseline
-from specdec.drafting.suffix_baseline import ArcticSuffixProposer
+from bench import suffix_baseline
+from bench.suffix_baseline import ArcticSuffixProposer
 
 K = 4
 

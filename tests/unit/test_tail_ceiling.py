@@ -54,8 +54,7 @@ def test_without_the_budget_the_tail_changes_nothing():
 def test_the_batched_replay_passes_the_tail_as_vllms_worker_sees_it(batch_size, longest):
     """One request at batch size 1 fills the batch (never a tail); at batch size 2 the batch
     always has a free row, so under a cheap step it drafts up to the tail ceiling."""
-    from specdec.bench.batched_replay import SimulatedStepTimer, simulate
-    from specdec.engines.replay import ReplayRequest
+    from bench.replay import ReplayRequest, SimulatedStepTimer, simulate
 
     text = REPEATING.tolist()
     request = ReplayRequest("r", text[:24], text[24:] * 2, 40)

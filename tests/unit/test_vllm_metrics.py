@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from specdec.engines.vllm_engine import VllmEngine
-from specdec.engines.vllm_metrics import SpecCounters, read_spec_counters
+from support.engine_calls import counters
+from support.vllm_counters import SpecCounters, read_spec_counters
 
 
 def metric(name: str, value: int = 0, values: list[int] | None = None) -> SimpleNamespace:
@@ -27,9 +28,9 @@ def test_counters_sum_over_labels_and_subtract_position_by_position():
 
 def test_an_engine_that_is_not_the_newest_refuses_to_read_the_shared_registry(monkeypatch):
     older, newer = object.__new__(VllmEngine), object.__new__(VllmEngine)
-    monkeypatch.setattr(VllmEngine, "_engines_started", 2)
-    older._serial, newer._serial = 1, 2
+    monkeypatch.setattr(VllmEngine, "engines_started", 2)
+    older.serial, newer.serial = 1, 2
     newer.llm = SimpleNamespace(get_metrics=lambda: [metric("num_drafts", 4)])
-    assert newer.counters().num_drafts == 4
+    assert counters(newer).num_drafts == 4
     with pytest.raises(RuntimeError, match="newest engine"):
-        older.counters()
+        counters(older)

@@ -4,17 +4,13 @@ For every point of the grid (batch size x context length x tokens in the cross-r
 cache) every method gets the same vLLM-style token buffer (synthetic prompts that copy from
 themselves and from finished requests, then one new token per request per step) and a cache
 filled with the same finished requests. Rows come in groups of `--rows-per-prompt` that share
-their prompt and write similar outputs (samples of one prompt); specdec's drafters are told
-each row's prompt length, as vLLM's input batch tells them, so they draft from siblings and
-from every running request's text, and each step's figure includes taking every row's new
-token into its prompt group and the live index. Untimed, each method first sees every prompt; then,
-for each repeat, the methods run `--steps` engine steps each, one after another in an order
-that rotates every repeat, so that whatever else the machine does falls on all of them alike.
+their prompt and write similar outputs (samples of one prompt); specdec's drafter is told each
+row's prompt length, as vLLM's input batch tells it, so it drafts from siblings and running
+requests too. Untimed, each method first sees every prompt; then, for each repeat, the
+methods run `--steps` engine steps each, in an order that rotates every repeat, so that
+whatever else the machine does falls on all of them alike.
 A figure is the median over repeats of µs per request per step, with its range (max - min),
 in this process's CPU time by default (`--clock wall` for elapsed time).
-
-Then: the cost of adding a finished request to each cache (µs per token, the cache at its
-budget so each insert also evicts) and resident memory per cached token (a fresh process).
 """
 
 from __future__ import annotations
@@ -27,13 +23,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from specdec.bench import cache_cost
-from specdec.bench.propose_methods import METHODS, PYTHON_CACHE_METHODS, arctic_available, make_runner
-from specdec.bench.token_streams import VOCAB, finished_requests, request_buffer
-from specdec.engines.step_timing import REFIT_EVERY, REFIT_ROWS
+from bench.propose_methods import METHODS, finished_requests, make_runner, request_buffer, share_prompts
+from bench.suffix_baseline import arctic_available
+from specdec.step_cost import REFIT_EVERY, REFIT_ROWS
 
-# The Python reference cannot hold a 1M-token cache (about 5 kB per cached token).
-PYTHON_MAX_CACHE_TOKENS = 100_000
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
@@ -71,8 +64,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="small batches run more steps per repeat, so each repeat times at least this many "
                         "request-steps (batch 1: two of the step timer's refits)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (the median is reported)")
-    p.add_argument("--memory-tokens", type=int, default=10_000_000,
-                   help="cached tokens for the memory figure (0: skip it)")
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                    help="cpu: this process's CPU time (what drafting costs; on a shared machine wall "
                         "time also counts other processes' time slices), wall: elapsed time")
@@ -93,16 +84,11 @@ def run(args: argparse.Namespace) -> int:
                                     CLOCKS[args.clock], args.rows_per_prompt)
                 _print_point(got)
                 points += got
-    extra = _cache_costs(methods, _ints(args.cache_tokens), args.repeats, args.memory_tokens, CLOCKS[args.clock])
     print()
     print(_table(points))
-    print()
-    for line in extra["lines"]:
-        print(line)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump([dataclasses.asdict(p) | {"kind": "propose", "clock": args.clock} for p in points]
-                      + extra["records"], fh, indent=1)
+            json.dump([dataclasses.asdict(p) | {"kind": "propose", "clock": args.clock} for p in points], fh, indent=1)
         print(f"wrote {args.json}")
     return 0
 
@@ -115,16 +101,15 @@ def measure_point(
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
     donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
     token_ids = share_prompts(request_buffer(batch, context, steps * repeats + 1, donors), context, rows_per_prompt)
-    runnable = [m for m in methods if m not in PYTHON_CACHE_METHODS or cache_tokens <= PYTHON_MAX_CACHE_TOKENS]
-    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens, context) for m in runnable}
-    lengths = {m: np.full(batch, context, dtype=np.int32) for m in runnable}
+    runners = {m: make_runner(m, k, batch, token_ids.shape[1], cache_tokens, context) for m in methods}
+    lengths = {m: np.full(batch, context, dtype=np.int32) for m in methods}
     for m, runner in runners.items():
         runner.fill_cache(filler)
         runner.start(token_ids, lengths[m])
-    times: dict[str, list[float]] = {m: [] for m in runnable}
-    drafted = {m: 0 for m in runnable}
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    drafted = {m: 0 for m in methods}
     for rep in range(repeats):
-        for m in runnable[rep % len(runnable) :] + runnable[: rep % len(runnable)]:
+        for m in [*methods[rep % len(methods) :], *methods[: rep % len(methods)]]:
             started = clock()
             for _ in range(steps):
                 lengths[m] += 1
@@ -134,54 +119,8 @@ def measure_point(
     return [
         PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])),
                     repeats, steps, drafted[m] / (steps * repeats * batch))
-        for m in runnable
+        for m in methods
     ]
-
-
-def share_prompts(token_ids: np.ndarray, context: int, rows_per_prompt: int, seed: int = 0) -> np.ndarray:
-    """Rows in groups of `rows_per_prompt` with the first row's prompt (token_ids[:, :context])
-    and its output with about 1 token in 16 changed (samples of one prompt write similar text)."""
-    if rows_per_prompt < 1:
-        raise ValueError(f"rows_per_prompt={rows_per_prompt} must be >= 1")
-    rng = np.random.default_rng(seed)
-    out = token_ids.copy()
-    for row in range(out.shape[0]):
-        first = row - row % rows_per_prompt
-        if row != first:
-            out[row] = out[first]
-            changed = context + np.flatnonzero(rng.random(out.shape[1] - context) < 1 / 16)
-            out[row, changed] = rng.integers(0, VOCAB, size=changed.size)
-    return out
-
-
-def _cache_costs(
-    methods: Sequence[str], cache_sizes: Sequence[int], repeats: int, memory_tokens: int, clock: Callable[[], float]
-) -> dict:
-    """Adding a finished request (µs per token) into a full cache, and memory per cached token."""
-    lines, records = ["adding a finished request to the cache (2048 tokens, cache at its budget):"], []
-    cached = [m for m in ("specdec-native", "specdec-python", "suffix-arctic") if m in methods]
-    size = max(cache_sizes) or 1_000_000
-    costs = {m: cache_cost.insert_cost(m, min(size, cache_cost.PYTHON_CACHE_TOKENS) if m == "specdec-python" else size,
-                                       clock=clock) for m in cached}
-    samples: dict[str, list[float]] = {m: [] for m in cached}
-    for rep in range(repeats if cached else 0):
-        for m in cached[rep % len(cached) :] + cached[: rep % len(cached)]:
-            samples[m].append(costs[m]())
-    for m in cached:
-        tokens = min(size, cache_cost.PYTHON_CACHE_TOKENS) if m == "specdec-python" else size
-        med, spread = float(np.median(samples[m])), float(np.ptp(samples[m]))
-        lines.append(f"  {m:<26} {med:8.2f} us/token (range {spread:.2f}; cache of {tokens:,} tokens)")
-        records.append({"kind": "insert", "method": m, "cache_tokens": tokens, "us_per_token": med, "spread": spread})
-    if memory_tokens and "specdec-native" in methods:
-        lines.append("resident memory per cached token (fresh process):")
-        for m, tokens in (("specdec-native", memory_tokens), ("specdec-python", 20_000)):
-            if m in methods:
-                got = cache_cost.memory_per_token(m, tokens)
-                own = f", own accounting {got['own_bytes_per_token']:.1f} B" if "own_bytes_per_token" in got else ""
-                lines.append(f"  {m:<26} {got['resident_bytes_per_token']:8.1f} B/token at {tokens:,} tokens{own}"
-                             f" (filled at {got['fill_us_per_token']:.2f} us/token)")
-                records.append({"kind": "memory"} | got)
-    return {"lines": lines, "records": records}
 
 
 def _print_point(results: Sequence[PointResult]) -> None:
@@ -199,11 +138,7 @@ def _table(points: Sequence[PointResult]) -> str:
     head = f"{'cache':>9} {'context':>7} {'batch':>5}  " + "  ".join(f"{m:>26}" for m in methods)
     rows = [head, "-" * len(head)]
     for key in keys:
-        cells = []
-        for m in methods:
-            p = by.get((*key, m))
-            cells.append(f"{'-':>26}" if p is None else f"{p.us_per_request_step:>16.2f} ({p.spread:6.2f})")
+        cells = [f"{by[(*key, m)].us_per_request_step:>16.2f} ({by[(*key, m)].spread:6.2f})" for m in methods]
         rows.append(f"{key[0]:>9,} {key[1]:>7} {key[2]:>5}  " + "  ".join(f"{c:>26}" for c in cells))
-    rows.append("us per request per step: median over repeats (range max - min); '-': not run "
-                f"({', '.join(PYTHON_CACHE_METHODS)} above {PYTHON_MAX_CACHE_TOKENS:,} cached tokens: ~5 kB per token)")
+    rows.append("us per request per step: median over repeats (range max - min)")
     return "\n".join(rows)

@@ -1,28 +1,17 @@
-"""vLLM's built-in `suffix` method as a `Proposer`, so the replay simulator can score suffix
-decoding without the engine.
-
-It drives arctic-inference's `SuffixDecodingCache` (built by scripts/install.sh from packaging/suffix_tree)
-the way `vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults:
-
-- the first time a request is seen (the step after its prefill, when it has exactly one
-  output token) its prompt starts a per-request tree (`start_request`; a response still
-  cached under the same id is evicted first), then its new output tokens are appended
-  (`add_active_response`), which also appends them to the global tree of responses;
-- it drafts from the last `max_tree_depth` tokens of prompt + output with
-  `max_spec_tokens=min(k, max_model_len - num_tokens - 1)`, `max_spec_factor`,
-  `min_token_prob`: at most `max_spec_factor * match length + max_spec_offset` tokens
-  (vLLM: 1.0 and 0, so a draft is never longer than the context it matched); the better-scoring of the request's own tree and the global tree wins,
-  and the draft may be shorter than k or empty;
-- a finished request's per-request tree is dropped (`stop_request`) but its response stays
-  in the global tree for later requests (FIFO eviction past `max_cached_requests`): the
-  cache persists across requests for the lifetime of this object, as it does in a vLLM
-  engine. Use one instance per simulated engine run.
-
-Output tokens vLLM verified past the stop point (the last step's accepted overshoot) are
-part of the response in vLLM too; the replay passes them the same way.
+"""vLLM's built-in `suffix` method as a per-request proposer, so the replay can score suffix
+decoding without the engine. It drives arctic-inference's `SuffixDecodingCache` as
+`vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults: a request's
+prompt starts its own tree the first time it is seen (one output token in), its new tokens
+are appended (to the global tree of responses too); a draft comes from the last
+`max_tree_depth` tokens, at most `max_spec_factor` x the match length + `max_spec_offset`
+tokens (vLLM: 1.0 and 0), the better of the request's own tree and the global one, possibly
+empty; a finished request's tree is dropped, its response kept for later requests (FIFO past
+`max_cached_requests`). One instance per simulated engine run.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 
@@ -34,6 +23,11 @@ VLLM_MAX_SPEC_OFFSET = 0.0  # arctic's default; vLLM does not pass one
 VLLM_MIN_TOKEN_PROB = 0.1
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def arctic_available() -> bool:
+    """arctic-inference's suffix tree is installed (scripts/install.sh builds it)."""
+    return importlib.util.find_spec("arctic_inference") is not None
 
 
 class ArcticSuffixProposer:
@@ -77,14 +71,9 @@ class ArcticSuffixProposer:
         max_spec = min(k, self.max_model_len - num_tokens - 1)
         if max_spec <= 0:
             return _EMPTY
-        draft = self.cache.speculate(
-            req_id,
-            seq[max(0, num_tokens - self.max_tree_depth) :],
-            max_spec_tokens=max_spec,
-            max_spec_factor=self.max_spec_factor,
-            max_spec_offset=self.max_spec_offset,
-            min_token_prob=self.min_token_prob,
-        )
+        draft = self.cache.speculate(req_id, seq[max(0, num_tokens - self.max_tree_depth) :], max_spec_tokens=max_spec,
+                                     max_spec_factor=self.max_spec_factor, max_spec_offset=self.max_spec_offset,
+                                     min_token_prob=self.min_token_prob)
         return np.asarray(draft.token_ids, dtype=np.int64)
 
     def forget(self, req_id: str) -> None:

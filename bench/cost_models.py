@@ -1,26 +1,28 @@
-"""Step-time models that price a replayed step: presets and JSON files.
+"""Step-time models, and pricing a replay's step log with one.
 
 A step over `rows` sequences, `tokens` scheduled tokens (prefill chunks, each decoding row's
-own token and its draft), `kv` tokens the rows already hold in the KV cache and `draft_kv`,
-each row's tokens past its first times that row's context, costs
+own token and its draft), `kv` tokens the rows already hold in the KV cache and `draft_kv`
+(each row's tokens past its first times that row's context) costs
 
     t = fixed + per_seq * rows + per_token * tokens + per_kv_token * kv
         + per_draft_kv_token * draft_kv + overhead
 
-- `h100-llama3-8b`: the published fit for Llama-3.1-8B on one H100 from the SpecDecode-Bench
-  simulator (arXiv 2601.11580, its step-time predictor): 3.926e-8 s per KV token,
-  2.101e-5 s per token, 5.886e-3 s per forward, plus 1.207e-3 s per step (no draft-KV
-  term: a GPU decode step reads the KV cache once whatever its query tokens).
-- `cpu-calibrated`: the fit of the step-time samples the real engine's calibration measured
-  on this machine (see specdec/engines/calibration.py); its time between two proposer calls
-  already holds scheduling and sampling, so there is no separate overhead. Prefill is
-  priced at the rate the calibration's timed prefills give (`per_prefill_token_s`): a CPU
-  runs a prompt's hundreds of tokens in one forward at a far better rate per token than
-  the few tokens of a decode step, which the decode fit's per-token term is made of.
+- `h100-llama3-8b`: the published fit for Llama-3.1-8B on one H100 (SpecDecode-Bench's
+  step-time predictor, arXiv 2601.11580; no draft-KV term: a GPU decode step reads the KV
+  cache once whatever its query tokens).
+- `cpu-calibrated`: the fit of the steps the real engine's calibration timed on this machine
+  (specdec/engines/calibration.py); its time between two proposer calls already holds
+  scheduling and sampling (no overhead term), and prefill is priced at the rate of its timed
+  prefills: a CPU runs a prompt's tokens in one forward far faster per token than a decode step.
 - a JSON file: `{"per_kv_token_s": ..., "per_token_s": ..., "fixed_s": ...,
   "per_step_overhead_s": ...}`, optionally `per_seq_s`, `per_draft_kv_token_s`,
-  `per_prefill_token_s` (prefill tokens past each prompt's last; the per-token term when
-  left out) and `max_batched_tokens`.
+  `per_prefill_token_s` and `max_batched_tokens`.
+
+A priced step costs its forward plus the drafter's own time for the call that follows it
+(vLLM drafts between forwards, the accelerator idle). A step mixing prefill chunks with
+decoding rows is split: its decode part is what it would cost over the decoding rows alone,
+plus the drafting; the rest is prefill. Decode tokens/s counts every output token but each
+request's first (prefill's).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specdec.budget import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
+import numpy as np
+
 from specdec.config import ConfigError, EngineConfig, SpecConfig
+from specdec.step_cost import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
 
 # vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py):
 # 16384 on H100/H200-class GPUs, 8192 on other GPUs, 4096 per CPU socket.
@@ -150,3 +154,67 @@ def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
     samples, prefills = calibration.read_calibration(path)
     return from_samples(CPU_CALIBRATED, samples, prefills,
                         f"calibration {path.name}: {len(samples)} steps and {len(prefills)} prefills timed on this machine")
+
+
+@dataclasses.dataclass(frozen=True)
+class DraftCost:
+    """What drafting adds to a step: the drafter's measured CPU time, or a figure per call,
+    per row called and per token emitted."""
+
+    per_row_s: float = 0.0
+    per_emitted_token_s: float = 0.0
+    per_call_s: float = 0.0  # per step with a drafter call (a batch drafter's fixed cost)
+    measured: bool = False
+    source: str = "no drafter"
+
+    def seconds(self, log: dict[str, np.ndarray]) -> np.ndarray:
+        if self.measured:
+            return log["draft_cpu_s"]
+        return (self.per_call_s * (log["num_proposed"] > 0) + self.per_row_s * log["num_proposed"]
+                + self.per_emitted_token_s * log["num_emitted"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Priced:
+    seconds: float  # end to end: prefill, decode and drafting
+    decode_seconds: float  # decode forwards (their share of mixed steps) plus drafting
+    draft_seconds: float
+    num_steps: int
+    mean_running: float  # requests running per step (vLLM's "Running: N reqs")
+    mean_drafted_per_row_step: float  # draft tokens verified per decoding row per step
+    num_decode_row_steps: int  # forwards of decoding rows (each request's prefill adds one more)
+
+    def tokens_per_s(self, num_output_tokens: int) -> float:
+        return num_output_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def tokens_per_forward(self, num_output_tokens: int, num_requests: int) -> float:
+        """Output tokens per target forward of a request (its prefill included); unlike the
+        stats' figure, draft tokens accepted past the stop point do not count."""
+        forwards = self.num_decode_row_steps + num_requests
+        return num_output_tokens / forwards if forwards else 0.0
+
+    def decode_tokens_per_s(self, num_output_tokens: int, num_requests: int) -> float:
+        decode_tokens = num_output_tokens - num_requests  # the first token of each is prefill's
+        return decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+
+def price(log: dict[str, np.ndarray], cost: CostModel, draft: DraftCost) -> Priced:
+    forward = cost.seconds(log["num_rows"], log["num_tokens"], log["num_kv_tokens"], log["num_draft_kv_tokens"])
+    forward = forward + cost.prefill_correction(log["num_rows"] - log["num_decode_rows"],
+                                                log["num_tokens"] - log["num_decode_tokens"])
+    decoding = log["num_decode_rows"] > 0
+    decode_forward = np.where(
+        decoding, cost.seconds(log["num_decode_rows"], log["num_decode_tokens"], log["num_decode_kv_tokens"],
+                               log["num_decode_draft_kv_tokens"]), 0.0
+    )
+    drafting = draft.seconds(log)
+    decode_row_steps = float(log["num_decode_rows"].sum())
+    return Priced(
+        seconds=float(forward.sum() + drafting.sum()),
+        decode_seconds=float(decode_forward.sum() + drafting.sum()),
+        draft_seconds=float(drafting.sum()),
+        num_steps=int(forward.shape[0]),
+        mean_running=float(log["num_running"].mean()) if forward.shape[0] else 0.0,
+        mean_drafted_per_row_step=float(log["num_drafted"].sum()) / decode_row_steps if decode_row_steps else 0.0,
+        num_decode_row_steps=int(decode_row_steps),
+    )

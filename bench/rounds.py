@@ -16,18 +16,6 @@ REFERENCE = "none"
 # Methods whose cross-request state lives inside vLLM, out of our reach: a fresh engine for
 # every measurement is the only way to start each one cold.
 UNRESETTABLE = frozenset({"suffix"})
-# In-engine baselines: a method measured on another method's engine with drafting switched
-# off. The ratio of the two in the same round is what drafting is worth with the engine
-# start held fixed (at batch 64 on a 2-core CPU, one engine start ran 10 % slower than
-# another for a whole run, which a ratio between two engines cannot tell from drafting).
-NO_DRAFTS = {"specdec[no-drafts]": "specdec"}
-
-
-def engine_owner(method: str, methods: Sequence[str]) -> str:
-    """The method whose engine `method` is measured on: its own, or for an in-engine
-    baseline its host's where the host is measured too."""
-    host = NO_DRAFTS.get(method)
-    return host if host in methods else method
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,23 +25,16 @@ class Step:
     batch_size: int
 
 
-def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int, all_alive: bool) -> list[Step]:
-    """Every round measures every method at every batch size.
-
-    With all engines alive the methods alternate at every batch size (the finest
-    interleaving); with one engine at a time a round runs each method's batch sizes
-    together, so an engine is started once per method and round, not once per measurement.
-    """
+def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[Step]:
+    """Every round measures every method at every batch size, the methods alternating at
+    each batch size in an order that rotates from round to round."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
     steps: list[Step] = []
     for round_ in range(rounds):
         shift = round_ % len(methods)
         order = list(methods[shift:]) + list(methods[:shift])
-        if all_alive:
-            steps += [Step(round_, m, b) for b in batch_sizes for m in order]
-        else:
-            steps += [Step(round_, m, b) for m in order for b in batch_sizes]
+        steps += [Step(round_, m, b) for b in batch_sizes for m in order]
     return steps
 
 
@@ -101,9 +82,6 @@ class Summary:
     prefill_s: float  # median
     decode_ratio: Spread | None  # to none in the same round; None without none
     ratio: Spread | None
-    # Decode, to this method's own engine with drafting off (NO_DRAFTS) in the same round;
-    # None where that was not measured.
-    decode_ratio_to_no_drafts: Spread | None = None
 
 
 def summarize(timings: Sequence[Timing]) -> list[Summary]:
@@ -112,11 +90,9 @@ def summarize(timings: Sequence[Timing]) -> list[Summary]:
     by_key: dict[tuple[str, int], list[Timing]] = {}
     for t in timings:
         by_key.setdefault((t.method, t.batch_size), []).append(t)
-    twins = {host: twin for twin, host in NO_DRAFTS.items()}
     summaries = []
     for (method, batch_size), runs in by_key.items():
         paired = _same_round(runs, by_key.get((REFERENCE, batch_size), []))
-        off = _same_round(runs, by_key.get((twins.get(method, ""), batch_size), []))
         summaries.append(Summary(
             method, batch_size, len(runs),
             Spread.of([t.decode_tokens_per_s for t in runs]),
@@ -124,7 +100,6 @@ def summarize(timings: Sequence[Timing]) -> list[Summary]:
             statistics.median(t.prefill_s for t in runs),
             Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in paired]) if paired else None,
             Spread.of([t.tokens_per_s / n.tokens_per_s for t, n in paired]) if paired else None,
-            Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in off]) if off else None,
         ))
     return summaries
 

@@ -1,0 +1,25 @@
+"""The bench's `specdec` commands, joined to the core's CLI through the entry-point group
+`specdec.commands`:
+
+- `specdec bench`: methods side by side on the same prompts (bench/compare.py);
+- `specdec bench-propose`: what drafting costs per request per step (bench/propose_speed.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bench import compare, propose_speed
+
+COMMANDS = ("bench", "bench-propose")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    propose_speed.add_parser(sub)
+    compare.add_parser(sub)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.command == "bench":
+        return compare.run(args)
+    return propose_speed.run(args)

@@ -1,0 +1,187 @@
+"""`specdec bench`: which method pays on my data, at which batch size, priced for which GPU.
+
+`--engine replay`: outputs are generated once with the real engine (cached), then every
+method is replayed on them in batches (`--batch-sizes`), every step priced by a step-time
+model (`--cost`, default h100-llama3-8b): projected tokens/s per method, K and batch size
+(bench/projection.py). `--engine vllm`: real throughput per method and batch size, methods
+alternating in rounds (bench/throughput.py). `--temperature T --samples S [--epochs E]`: a
+sampled workload (bench/reference.py). Engine and prompt options (model, dtype,
+--max-model-len, --prompt-format, --max-tokens, ...) are generate's, from the one parameter
+model; rows that cannot run are reported and left out. `specdec store-bench` (the
+pipeline's) adds the `--json` records to DuckDB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from bench import cost_models
+from bench.datasets import BUILTIN, load_rows
+from bench.reference import Workload
+from specdec.cli_options import add_model_options, model_from_args
+from specdec.config import ConfigError, EngineConfig
+from specdec.engine_cache import engine_configs
+from specdec.params import GenerationParams
+from specdec.prompts import reject_greedy_samples, tokenize_rows
+
+# Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
+# seed, samples) is the workload's: greedy by default.
+NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="compare methods side by side (tokens/forward, tokens/s)")
+    p.add_argument("--engine", choices=["replay", "vllm"], default="replay")
+    p.add_argument("--input", action="append", default=None,
+                   help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
+    p.add_argument("--methods", default=None, help="comma list (default: all available)")
+    p.add_argument("--batch-sizes", default="1,16", type=lambda text: [int(b) for b in text.split(",")],
+                   help="vllm engine: requests run in groups of this size, each group to its end; replay: up "
+                        "to this many at once, the next joining as one finishes")
+    p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
+    p.add_argument("--cost", action="append", default=None,
+                   help="replay: price batched steps with this step-time model: "
+                        f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: "
+                        f"{cost_models.H100_LLAMA3_8B})")
+    p.add_argument("--rounds", type=int, default=3, help="vllm engine: interleaved rounds (medians and spread reported)")
+    p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
+    p.add_argument("--min-prompts", type=int, default=16,
+                   help="vllm engine: prompts measured per batch size (at least one full batch)")
+    p.add_argument("--epochs", type=int, default=1,
+                   help="run the workload this many times (epoch e > 1: new samples of the same prompts), every "
+                        "method's drafter state kept from one epoch to the next; only the last epoch is measured")
+    p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
+    p.add_argument("--plots", default=None, help="folder for PNG plots")
+    add_model_options(p, GenerationParams, exclude=NOT_BENCH_OPTIONS)
+
+
+def run(args: argparse.Namespace) -> int:
+    ks = parse_ks(args.k)
+    params = model_from_args(GenerationParams, args)
+    engine_cfg, _ = engine_configs(params)
+    if args.epochs < 1:
+        raise ConfigError(f"--epochs must be at least 1, not {args.epochs}")
+    records: list = []
+    for source in args.input or ["humaneval"]:
+        rows, dataset = load_rows(source, args.limit)
+        requests, tokenizer, workload = _tokenize(rows, params, engine_cfg, dataset, args.epochs)
+        if args.engine == "replay":
+            records += _project(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
+        else:
+            records += _vllm(requests, workload, ks, dataset, engine_cfg, params, args)
+    _outputs(records, args)
+    return 0
+
+
+def parse_ks(text: str) -> list[int]:
+    """`1,3,5` or `1-8` (or both, e.g. `1-4,8`)."""
+    ks: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        ks += range(int(low), int(high or low) + 1)
+    return sorted(set(ks))
+
+
+def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str, epochs: int):
+    """(requests, tokenizer, workload): one request for each row that fits (generate's tokenize
+    policy; a sampled workload expands rows into samples per epoch), the workload holding the
+    rows' own `samples`; the other rows, and those asking for several greedy samples (as
+    generate rejects them), are reported and left out."""
+    from transformers import AutoTokenizer
+
+    from specdec.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(params.model))
+    rows, greedy_samples = reject_greedy_samples(rows, params.temperature, dataset)
+    row_samples = tuple((r.id, r.samples) for r in rows if r.samples is not None)
+    one_each = [dataclasses.replace(r, samples=None) for r in rows]
+    requests, left_out = tokenize_rows(one_each, tokenizer, params.max_tokens, engine_cfg.max_model_len, dataset,
+                                       params.prompt_format)
+    left_out = greedy_samples + left_out
+    if left_out:
+        print(f"{dataset}: {len(left_out)} row(s) left out:")
+        for row in left_out[:10]:
+            print(f"  {row.reason}")
+    workload = Workload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
+                        row_samples, epochs)
+    return requests, tokenizer, workload
+
+
+def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
+    """Every epoch's replay requests, epoch 1 first (generated 64 at a time: no batch size to respect)."""
+    from bench.reference import reference
+    from specdec.models import resolve_model
+
+    cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
+    return reference(requests, workload, cfg, resolve_model(params.model), tokenizer.eos_token_id)
+
+
+def _project(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
+             params: GenerationParams, args) -> list:
+    from bench.drafters import all_methods
+    from bench.projection import project, render_projection_table
+
+    *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
+    available = all_methods()
+    names = _method_names(args.methods, list(available), allowed=set(available))
+    asked = args.cost or [cost_models.H100_LLAMA3_8B]
+    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
+    costs = [cost_models.resolve(c, calibrated) for c in asked]
+    for cost in costs:
+        print(cost.describe())
+    records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes, costs,
+                      engine_cfg.max_model_len, progress=lambda line: print(line, flush=True),
+                      warmup_epochs=earlier, workload=workload)
+    print()
+    print(render_projection_table(records))
+    return records
+
+
+def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
+    from bench.reference import epoch_requests
+    from bench.suffix_baseline import arctic_available
+    from bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_rounds
+
+    available = engine_methods(1, params.draft_model)
+    default = [m for m in DEFAULT_METHODS if m != "suffix" or arctic_available()]
+    names = _method_names(args.methods, default, allowed=set(available))
+    names.sort(key=lambda n: n != "none")  # none first: the ratios are against it
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, not {args.rounds}")
+    batch_sizes = args.batch_sizes
+    warmup, measured = requests[-2:], requests[:-2] if len(requests) > 2 else requests
+    epochs = [epoch_requests(measured, workload, e) for e in range(1, workload.epochs + 1)]
+    if len(epochs[-1]) < max(batch_sizes):
+        print(f"note: only {len(epochs[-1])} prompts to measure: batch {max(batch_sizes)} runs "
+              f"{len(epochs[-1])} at once (use --limit {max(batch_sizes) + 2} or more)")
+    records = []
+    for k in ks:
+        specs = engine_methods(k, params.draft_model)
+        print(f"== {dataset} K={k}: {', '.join(names)} in {args.rounds} interleaved round(s)", flush=True)
+        records += run_rounds({n: specs[n] for n in names}, engine_cfg, epochs, warmup, batch_sizes, args.rounds,
+                              dataset, args.min_prompts, workload, progress=lambda line: print(line, flush=True))
+        print(render_table(records), flush=True)
+    return records
+
+
+def _method_names(arg: str | None, default: list[str], allowed: set[str]) -> list[str]:
+    names = [m.strip() for m in arg.split(",") if m.strip()] if arg else list(default)
+    unknown = [m for m in names if m not in allowed]
+    if unknown:
+        raise ConfigError(f"unknown method(s) {unknown}; choose from {sorted(allowed)}")
+    return names
+
+
+def _outputs(records: list, args: argparse.Namespace) -> None:
+    rows = [dataclasses.asdict(r) for r in records]
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+        print(f"wrote {args.json}")
+    if args.plots:
+        from bench.plots import write_plots
+
+        for path in write_plots(rows, Path(args.plots)):
+            print(f"wrote {path}")

@@ -1,0 +1,132 @@
+"""The methods the bench replays, by name: specdec's controller through the core's facade, and
+the comparisons (vLLM's n-gram lookup, arctic's suffix cache, none, an oracle) as per-request
+proposers behind a fixed-K adapter with the same two calls, `step_tokens` and `finish`.
+
+When a step is priced, specdec's drafting is timed as it runs (the replay makes the worker's
+call); vLLM's own drafters run here through Python wrappers slower than the engine's numba
+and C++ calls, so they are priced by figures fitted to what `specdec bench-propose` measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from bench.cost_models import DraftCost
+from bench.replay import Drafter, ReplayRequest
+from bench.suffix_baseline import ArcticSuffixProposer, arctic_available
+from specdec.config import SpecConfig
+from specdec.controller import DraftController
+
+NGRAM_DRAFT = DraftCost(per_call_s=10e-6, per_row_s=2.2e-6, source="vLLM numba n-gram, 10 us per step + 2.2 us per row")
+SUFFIX_DRAFT = DraftCost(per_call_s=2e-6, per_row_s=10e-6, per_emitted_token_s=2.3e-6,
+                         source="arctic suffix cache, 2 us per step + 10 us per row + 2.3 us per output token")
+OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the drafter's calls")
+
+
+class Proposer(Protocol):
+    """A per-request drafter: up to `k` tokens continuing `tokens` (prompt + output so far)."""
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray: ...
+
+    def forget(self, req_id: str) -> None: ...
+
+
+def specdec_drafter(config: SpecConfig) -> Drafter:
+    """specdec's compiled controller and drafter, as the engine's worker runs them."""
+    return DraftController(config)
+
+
+class FixedK:
+    """A proposer drafting up to K tokens every step: no controller, no budget."""
+
+    def __init__(self, config: SpecConfig, proposer: Proposer) -> None:
+        self.config, self.proposer = config, proposer
+
+    def step_tokens(self, req_ids: list[str], tokens: Sequence[np.ndarray], num_accepted: Sequence[int],
+                    cost: Any = None, num_prompt_tokens: Sequence[int] | None = None,
+                    tail: bool = False) -> list[np.ndarray]:
+        k = self.config.k_max
+        return [self.proposer.propose(r, t, k)[:k] for r, t in zip(req_ids, tokens, strict=True)]
+
+    def finish(self, req_id: str) -> None:
+        self.proposer.forget(req_id)
+
+
+class NullProposer:
+    """Never drafts: decoding without speculation."""
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        return tokens[:0]
+
+    def forget(self, req_id: str) -> None:
+        return None
+
+
+class OracleProposer(NullProposer):
+    """Drafts the target's own next tokens: every draft is accepted."""
+
+    def __init__(self, sequences: dict[str, np.ndarray]) -> None:
+        self.sequences = sequences  # request id -> prompt + reference tokens
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        n = int(tokens.shape[0])
+        return self.sequences[req_id][n : n + max(k, 0)]
+
+
+@dataclasses.dataclass
+class VllmNgramProposer(NullProposer):
+    """vLLM's `ngram` method: longest match in [n_min, n_max], earliest occurrence, K tokens
+    (vLLM's defaults when no lookup sizes are given: n_min = n_max = 5)."""
+
+    n_min: int = 5
+    n_max: int = 5
+    max_model_len: int = 1 << 30
+
+    def __post_init__(self) -> None:
+        from vllm.v1.spec_decode.ngram_proposer import _find_longest_matched_ngram_and_propose_tokens
+
+        self._find = _find_longest_matched_ngram_and_propose_tokens
+
+    def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
+        if k <= 0:
+            return tokens[:0]
+        return self._find(tokens.astype(np.int32), self.n_min, self.n_max, self.max_model_len, k).astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    name: str
+    make_drafter: Callable[[int, Sequence[ReplayRequest]], Drafter]  # (K, every request it will see)
+    draft_cost: DraftCost
+    budget: bool = False  # projected with the batch budget sizing drafts, learning the step cost
+    tuned_k: bool = True  # projected at every K and shown at its best (else at the largest K)
+
+
+def fixed_k(method: str, proposer: Callable[[], Proposer], **spec: int) -> Callable[[int, Sequence[ReplayRequest]], Drafter]:
+    return lambda k, _: FixedK(SpecConfig(method=method, k_max=k, **spec), proposer())  # type: ignore[arg-type]
+
+
+def oracle(k: int, requests: Sequence[ReplayRequest]) -> Drafter:
+    sequences = {r.id: np.concatenate([np.asarray(r.prompt_token_ids, dtype=np.int64),
+                                       np.asarray(r.reference_tokens, dtype=np.int64)]) for r in requests}
+    return FixedK(SpecConfig(method="ngram", k_max=k), OracleProposer(sequences))  # any speculative method
+
+
+def all_methods() -> dict[str, Method]:
+    """Every method; `suffix` only where arctic-inference's suffix tree is installed."""
+    ours = lambda k, _: specdec_drafter(SpecConfig(method="specdec", k_max=k))  # noqa: E731
+    methods = [
+        Method("none", fixed_k("none", NullProposer), DraftCost(), tuned_k=False),
+        Method("ngram", fixed_k("ngram", lambda: VllmNgramProposer(5, 5), ngram_min=5, ngram_max=5), NGRAM_DRAFT),
+        Method("ngram[2..5]", fixed_k("ngram", lambda: VllmNgramProposer(2, 5), ngram_min=2), NGRAM_DRAFT),
+        Method("specdec", ours, OUR_DRAFT, budget=True, tuned_k=False),
+        Method("specdec[no-budget]", ours, OUR_DRAFT),
+        Method("oracle", oracle, DraftCost()),  # the ceiling of any drafter
+    ]
+    if arctic_available():
+        methods.insert(3, Method("suffix", fixed_k("suffix", ArcticSuffixProposer), SUFFIX_DRAFT))
+    return {m.name: m for m in methods}

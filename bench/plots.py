@@ -1,0 +1,71 @@
+"""PNG plots of benchmark records (matplotlib, no display needed): the real engine's tokens/s
+against batch size, and the projected speed-up over `none` against batch size."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    folder.mkdir(parents=True, exist_ok=True)
+    real = [r for r in records if r["engine"] == "vllm"]
+    projected = [r for r in records if r.get("cost_model") and r.get("best_k")]
+    written = []
+    if real:
+        written.append(_panels(real, [None], "tokens_per_s", "tokens/s (end to end)", folder / "tokens_per_s_vs_batch.png"))
+    if projected:
+        costs = sorted({r["cost_model"] for r in projected})
+        written.append(_panels(projected, costs, "speedup_vs_none", "speed-up over none (end to end)",
+                               folder / "projected_speedup_vs_batch.png"))
+    return written
+
+
+def _panels(records: list[dict[str, Any]], costs: list[str | None], y_key: str, y_label: str, path: Path) -> Path:
+    """`y_key` against batch size: one panel per cost model (None: the real engine), one line
+    per dataset and method (a projection's at its best K for each batch size)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(costs), figsize=(6.5 * len(costs), 4.8), squeeze=False)
+    for ax, cost in zip(axes[0], costs):
+        series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        for r in records:
+            if r.get("cost_model") == cost:
+                series[(r["dataset"], r["method"])].append((r["batch_size"], r[y_key]))
+        for (dataset, method), points in sorted(series.items()):
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=f"{dataset} {method}",
+                    linewidth=2.6 if method == "specdec" else 1.2, **_style(records, dataset, method))
+        if cost is not None:
+            ax.axhline(1.0, color="grey", linewidth=0.8)
+            ax.set_yscale("log", base=2)  # the oracle's ceiling stays on the page without flattening the rest
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{'projected on ' + cost if cost else 'vLLM engine'}{workload_label(records)}", fontsize=10)
+        ax.set_xlabel("batch size (requests running at once)")
+        ax.set_ylabel(y_label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def workload_label(records: list[dict[str, Any]]) -> str:
+    """", T=0.8, 8 samples, epoch 2" for sampled or later-epoch records ("" for greedy ones)."""
+    kinds = sorted({(r.get("temperature", 0.0), r.get("samples", 1), r.get("epoch", 1)) for r in records})
+    parts = [f"T={t:g}, {s} sample{'s' if s > 1 else ''}" if t > 0 else "greedy" for t, s, _ in kinds]
+    parts = [f"{p}, epoch {e}" if e > 1 else p for p, (_, _, e) in zip(parts, kinds)]
+    return "" if parts == ["greedy"] else ", " + "; ".join(parts)
+
+
+def _style(records: list[dict[str, Any]], dataset: str, method: str) -> dict[str, Any]:
+    """One colour per method, one line style and marker per dataset: readable with many lines."""
+    methods = sorted({r["method"] for r in records})
+    d = sorted({r["dataset"] for r in records}).index(dataset)
+    return {"color": f"C{methods.index(method) % 10}", "linestyle": ("-", "--", ":", "-.")[d % 4],
+            "marker": ("o", "s", "^", "D")[d % 4]}

@@ -1,0 +1,236 @@
+"""Projected throughput at real batch sizes: every method replayed in batches, every step
+priced by a step-time model (`specdec bench --engine replay --cost ...`).
+
+Acceptance comes from replaying the bundled model's outputs (what each drafter would have had
+accepted, step by step); each step's time comes from the cost model (e.g. the published
+Llama-3.1-8B / H100 fit) plus the drafter's own time. A projection says what the drafters and
+the budget would do on that hardware if the target accepted what the bundled model accepts;
+it is not a measurement.
+
+Methods with a fixed K are replayed for every K of the sweep and shown at their best K per
+batch size and cost model; `specdec` runs at the largest K, its batch budget sizing drafts
+from a step-cost model it learns from the simulated step times (never handed the cost model
+itself). With warm-up epochs every method's drafter (and specdec's step timer) first replays
+those epochs in batches, unpriced, and keeps its state for the measured epoch. One
+`ProjectionRecord` per method, K, batch size and cost model: what `--json` writes and
+`specdec store-bench` reads; the tables show each method at its best K.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from bench.cost_models import CostModel, Priced, price
+from bench.drafters import Method, all_methods
+from bench.reference import Workload
+from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
+from specdec.stats import ShardStats
+
+JOINING = "a request joins when one finishes (vLLM max_num_seqs)"
+BASELINES = ("ngram", "ngram[2..5]", "suffix")
+METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionRecord:
+    method: str
+    engine: str  # projected:<cost model>
+    cost_model: str
+    dataset: str
+    batch_size: int
+    k_max: int  # 0 for none
+    num_requests: int
+    mean_running: float  # requests running per step
+    projected_tokens_per_s: float  # end to end: prefill, decode and drafting
+    projected_decode_tokens_per_s: float  # decode steps (their share of mixed steps) and drafting
+    speedup_vs_none: float  # end to end, against none at the same batch size and cost model
+    decode_speedup_vs_none: float
+    tokens_per_forward: float
+    acceptance_rate: float
+    mean_drafted_tokens_per_step: float  # draft tokens verified per running request per step
+    drafting_share: float  # the drafter's share of the projected time
+    best_k: bool  # the fastest K of this method, dataset, batch size and cost model
+    outputs_identical_to_none: bool
+    started_from: str
+    draft_cost: str  # how the drafter's time was counted
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read
+    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
+    samples: int = 1
+    epoch: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    method: Method
+    k: int
+    batch_size: int
+    cost: CostModel
+    priced: Priced
+    simulation: Simulation
+
+
+def project(
+    requests: Sequence[ReplayRequest],
+    dataset: str,
+    methods: Sequence[Method],
+    ks: Sequence[int],
+    batch_sizes: Sequence[int],
+    costs: Sequence[CostModel],
+    max_model_len: int,
+    progress: Callable[[str], None] = lambda _: None,
+    warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
+    workload: Workload = Workload(),
+) -> list[ProjectionRecord]:
+    """Records for every method, K, batch size and cost model (batch sizes larger than the
+    prompt set are skipped: every prompt is used once, never repeated). `none` is replayed
+    whether asked for or not: the speed-ups are against it. `warmup_epochs` run first
+    through each method's drafter at the same batch size, unpriced; `requests` is the
+    epoch measured."""
+    if all(m.name != "none" for m in methods):
+        methods = [all_methods()["none"], *methods]
+    runs: list[_Run] = []
+    for batch_size in batch_sizes:
+        if batch_size > len(requests):
+            progress(f"{dataset}: batch {batch_size} skipped: only {len(requests)} prompts")
+            continue
+        for method in methods:
+            for k in _ks(method, ks):
+                runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
+                progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
+    return _records(runs, dataset, requests, workload)
+
+
+def _ks(method: Method, ks: Sequence[int]) -> list[int]:
+    if method.name == "none":
+        return [0]
+    return list(ks) if method.tuned_k else [max(ks)]
+
+
+def _simulate_and_price(
+    requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
+    costs: Sequence[CostModel], max_model_len: int, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
+) -> list[_Run]:
+    """Without the budget a replay's decisions do not depend on the clock: one replay per
+    scheduler token budget serves every cost model with that budget."""
+    runs = []
+    shared: dict[int, Simulation] = {}
+    every = [r for epoch in warmup_epochs for r in epoch] + list(requests)  # the oracle knows them all
+
+    def run(learner: SimulatedStepTimer | None, max_batched_tokens: int) -> Simulation:
+        drafter = method.make_drafter(k, every)
+        for epoch in warmup_epochs:  # the drafter and the step timer keep what they learn
+            simulate(epoch, drafter, batch_size, max_batched_tokens, learner)
+        return simulate(requests, drafter, batch_size, max_batched_tokens, learner)
+
+    for cost in costs:
+        if method.budget:
+            sim = run(SimulatedStepTimer(cost, k, batch_size, max_model_len), cost.max_batched_tokens)
+        else:
+            if cost.max_batched_tokens not in shared:
+                shared[cost.max_batched_tokens] = run(None, cost.max_batched_tokens)
+            sim = shared[cost.max_batched_tokens]
+        runs.append(_Run(method, k, batch_size, cost, price(sim.log, cost, method.draft_cost), sim))
+    return runs
+
+
+def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
+             workload: Workload = Workload()) -> list[ProjectionRecord]:
+    totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
+    rates = [(run.priced.tokens_per_s(t.num_output_tokens), run.priced.decode_tokens_per_s(t.num_output_tokens,
+                                                                                           len(requests)))
+             for run, t in zip(runs, totals)]
+    none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
+    expected = [expected_output(req) for req in requests]
+    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
+                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
+    records = []
+    for run, total, (e2e, decode) in zip(runs, totals, rates):
+        base, priced = none[(run.batch_size, run.cost.name)], run.priced  # project() always replays none
+        records.append(ProjectionRecord(
+            method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
+            dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
+            mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
+            speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
+            tokens_per_forward=priced.tokens_per_forward(total.num_output_tokens, len(requests)),
+            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
+            drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
+            outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
+            started_from=started_from, draft_cost=run.method.draft_cost.source,
+            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
+            tokens_per_s=e2e, **workload.record_fields(),
+        ))
+    return mark_best_k(records)
+
+
+def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
+    """`best_k` on the fastest K of each method, dataset, batch size and cost model."""
+    best: dict[tuple, ProjectionRecord] = {}
+    for r in records:
+        key = (r.method, r.dataset, r.batch_size, r.cost_model)
+        if key not in best or r.projected_tokens_per_s > best[key].projected_tokens_per_s:
+            best[key] = r
+    chosen = {id(r) for r in best.values()}
+    return [dataclasses.replace(r, best_k=id(r) in chosen) for r in records]
+
+
+def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
+    """The records a table shows: each method's best K per dataset, batch size and cost model
+    (methods replayed at one K have only that one)."""
+    order = {m: i for i, m in enumerate(METHOD_ORDER)}
+    picked = [r for r in records if r.best_k]
+    return sorted(picked, key=lambda r: (r.cost_model, r.dataset, r.batch_size, order.get(r.method, len(order)), r.method))
+
+
+def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
+    header = (f"{'batch':>5}{'running':>8}  {'method':<19}{'K':>3}{'tok/s':>10}{'decode':>10}{'x none':>8}"
+              f"{'tok/fwd':>8}{'accept':>7}{'drafted':>8}{'drafting':>9}")
+    blocks = []
+    rows = shown(records)
+    for cost_model, dataset in dict.fromkeys((r.cost_model, r.dataset) for r in rows):
+        group = [r for r in rows if (r.cost_model, r.dataset) == (cost_model, dataset)]
+        lines = [f"projected on {cost_model}: {dataset}, {_requests(group[0])} "
+                 f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
+                 f"per running request per step)", header, "-" * len(header)]
+        for r in group:
+            k = "-" if r.method == "none" else str(r.k_max)
+            lines.append(
+                f"{r.batch_size:>5}{r.mean_running:>8.1f}  {r.method:<19}{k:>3}{r.projected_tokens_per_s:>10.1f}"
+                f"{r.projected_decode_tokens_per_s:>10.1f}{r.speedup_vs_none:>8.2f}{r.tokens_per_forward:>8.2f}"
+                f"{r.acceptance_rate:>7.2f}{r.mean_drafted_tokens_per_step:>8.2f}{r.drafting_share:>9.1%}"
+                + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")
+            )
+        blocks.append("\n".join(lines + [""] + standing(group)))
+    return "\n\n".join(blocks)
+
+
+def _requests(r: ProjectionRecord) -> str:
+    """"16 prompts" (greedy), "128 requests (16 prompts x 8 samples at T=0.8), epoch 2"."""
+    if r.temperature == 0:
+        text = f"{r.num_requests} prompts"
+    else:
+        text = (f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples "
+                f"at T={r.temperature:g})")
+    return text + (f", epoch {r.epoch}" if r.epoch > 1 else "")
+
+
+def standing(group: Sequence[ProjectionRecord]) -> list[str]:
+    """specdec against none, the best baseline (at its best K) and the oracle, per batch size."""
+    lines = []
+    for batch in sorted({r.batch_size for r in group}):
+        at = {r.method: r for r in group if r.batch_size == batch}
+        ours = at.get("specdec")
+        baselines = [at[m] for m in BASELINES if m in at]
+        if ours is None or not baselines:
+            continue
+        best = max(baselines, key=lambda r: r.projected_tokens_per_s)
+        oracle = at.get("oracle")
+        ceiling = f", oracle {oracle.speedup_vs_none:.2f}x none" if oracle else ""
+        lines.append(
+            f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
+            f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
+            f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}"
+        )
+    return lines

@@ -1,0 +1,170 @@
+"""The workload a bench measures, and the reference outputs the replay scores drafters on:
+generated once with the real engine (no speculation) and cached under the project home.
+
+Greedy: one continuation per prompt. Sampled (`--temperature T --samples S --epochs E`): every
+prompt row becomes S requests (sample 0..S-1), each drawn with its own seed at temperature T,
+one set per epoch; epoch e > 1 draws new samples of the same prompts with other seeds (what a
+nightly re-run or an RL epoch sees). Outputs run `lookahead` tokens past `max_tokens` with
+EOS ignored, because vLLM verifies drafts past the stop point and the replay must count those.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.replay import ReplayRequest
+from specdec.config import ConfigError, EngineConfig, SpecConfig
+from specdec.models import specdec_home
+from specdec.sampling_seeds import sample_seed
+from specdec.types import GenerationRequest, SamplingOptions
+
+LOOKAHEAD = 9  # tokens past max_tokens: more than any K a bench sweeps
+# Epoch e's base seed is seed + EPOCH_SEED_STRIDE * (e - 1): far apart, so that the seeds of
+# neighbouring base seeds' epochs do not coincide.
+EPOCH_SEED_STRIDE = 1_000_003
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """Greedy (temperature 0), or `samples` requests per prompt row at `temperature` with
+    `top_p` / `top_k`, seeds derived from `seed`; run `epochs` times, only the last measured."""
+
+    temperature: float = 0.0
+    samples: int = 1
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    # (row id, samples) of the rows with a `samples` of their own (a Parquet column): theirs win
+    row_samples: tuple[tuple[str, int], ...] = ()
+    epochs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.samples < 1 or any(n < 1 for _, n in self.row_samples) or self.epochs < 1:
+            raise ConfigError(f"samples ({self.samples}, rows: {self.row_samples}) and epochs ({self.epochs}) "
+                              "must be at least 1")
+        if self.temperature == 0 and self.samples > 1:
+            raise ConfigError("several greedy samples of a prompt would all be the same: give a temperature")
+
+    @property
+    def sampled(self) -> bool:
+        return self.temperature > 0
+
+    @property
+    def sampling(self) -> SamplingOptions:
+        """The engine's sampling options (a sampled request carries its own seed)."""
+        return SamplingOptions(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+
+    def record_fields(self) -> dict[str, float | int]:
+        """What a record says of its workload: the epoch measured is the last."""
+        return {"temperature": self.temperature, "samples": self.samples, "epoch": self.epochs}
+
+    def samples_of(self, row_id: str) -> int:
+        return dict(self.row_samples).get(row_id, self.samples)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The base seed of `epoch` (from 1)."""
+    if epoch < 1:
+        raise ValueError(f"epochs count from 1, not {epoch}")
+    return seed + EPOCH_SEED_STRIDE * (epoch - 1)
+
+
+def epoch_requests(requests: Sequence[GenerationRequest], workload: Workload, epoch: int) -> list[GenerationRequest]:
+    """The requests of `epoch`: greedy, the rows themselves; sampled, every row as its samples
+    (ids unchanged, sample 0..S-1, next to each other), each with its seed for this epoch."""
+    if not workload.sampled:
+        return list(requests)
+    base = epoch_seed(workload.seed, epoch)
+    return [GenerationRequest(r.id, r.prompt_token_ids, r.max_tokens, sample=s, seed=sample_seed(base, r.id, s))
+            for r in requests for s in range(workload.samples_of(r.id))]
+
+
+def replay_id(req_id: str, sample: int = 0, epoch: int = 1) -> str:
+    """A replayed request's id: unique per row, sample and epoch, as vLLM's request ids are
+    unique per engine (a drafter keying state by id must not mistake one for another)."""
+    return f"{req_id}#s{sample}e{epoch}"
+
+
+def reference_path(model_dir: Path, requests: Sequence[GenerationRequest], lookahead: int,
+                   workload: Workload = Workload()) -> Path:
+    """The cache file of a reference; sampled requests carry their sample and seed, which
+    enter the key with the workload's sampling options."""
+    digest = hashlib.sha256()
+    digest.update(str(model_dir).encode())
+    digest.update(str(lookahead).encode())
+    if workload.sampled:
+        digest.update(f"sampled|{workload.temperature!r}|{workload.top_p!r}|{workload.top_k}".encode())
+    for r in requests:
+        digest.update(f"{r.id}|{r.max_tokens}|{list(r.prompt_token_ids)}".encode())
+        if workload.sampled:
+            digest.update(f"|{r.sample}|{r.seed}".encode())
+    return specdec_home() / "replay" / f"{digest.hexdigest()[:20]}.parquet"
+
+
+def reference(
+    requests: Sequence[GenerationRequest],
+    workload: Workload,
+    engine_cfg: EngineConfig,
+    model_dir: Path,
+    eos_token_id: int,
+    lookahead: int = LOOKAHEAD,
+    engine: Any = None,
+) -> list[list[ReplayRequest]]:
+    """Every epoch's replay requests, epoch 1 first (ids from `replay_id`). References not
+    cached yet are generated together, with `engine` where given (a started `none` engine),
+    else with one started for them."""
+    epochs = [epoch_requests(requests, workload, e) for e in range(1, workload.epochs + 1)]
+    paths = [reference_path(model_dir, reqs, lookahead, workload) for reqs in epochs]
+    missing = {path: reqs for path, reqs in zip(paths, epochs) if not path.exists()}
+    if missing:
+        _generate_files(missing, engine_cfg, lookahead, workload.sampling, engine)
+    stop = frozenset({eos_token_id})
+    out = []
+    for epoch, (reqs, path) in enumerate(zip(epochs, paths), start=1):
+        outputs = _read(path)
+        out.append([ReplayRequest(replay_id(r.id, r.sample, epoch), r.prompt_token_ids, outputs[(r.id, r.sample)],
+                                  r.max_tokens, stop) for r in reqs])
+    return out
+
+
+def _read(path: Path) -> dict[tuple[str, int], list[int]]:
+    table = pq.read_table(path).to_pylist()
+    return {(row["id"], row.get("sample") or 0): row["output_token_ids"] for row in table}
+
+
+def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: EngineConfig, lookahead: int,
+                    sampling: SamplingOptions, engine: Any = None) -> None:
+    """Generate every file's requests (one engine for all of them) and write the files."""
+    kind = "greedy" if sampling.temperature == 0 else f"sampled (temperature {sampling.temperature})"
+    own = engine is None
+    if own:
+        from specdec.engines.vllm_engine import VllmEngine
+
+        engine = VllmEngine(engine_cfg, SpecConfig(method="none"))
+    try:
+        for path, requests in files.items():
+            print(f"generating {kind} reference outputs for {len(requests)} requests (cached at {path})", flush=True)
+            longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in requests]
+            results = engine.generate(longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
+            _write(path, [(r.id, r.sample, res.output_token_ids) for r, res in zip(requests, results, strict=True)])
+    finally:
+        if own:
+            engine.close()
+
+
+def _write(path: Path, rows: list[tuple[str, int, list[int]]]) -> None:
+    table = pa.Table.from_pylist(
+        [{"id": i, "sample": s, "output_token_ids": out} for i, s, out in rows],
+        schema=pa.schema([("id", pa.string()), ("sample", pa.int32()), ("output_token_ids", pa.list_(pa.int32()))]),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)

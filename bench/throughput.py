@@ -1,0 +1,244 @@
+"""Real-engine throughput, methods side by side in one run (`specdec bench --engine vllm`).
+
+Every method gets its own engine (same model, same engine options), warmed up on prompts
+that are not measured and kept alive through the rounds; the methods alternate in rounds
+over the same prompts (bench/rounds.py). Every measurement starts from the same state:
+vLLM's prefix cache emptied, the prompts run once with max_tokens=1 (timed apart, as
+prefill) so that every method finds them in the prefix cache, the cross-request draft cache
+back to cold; then the earlier epochs of a workload run untimed (the drafters keep what they
+learn) and the decode clock times the last. Greedy outputs are compared with `none`'s;
+sampled ones differ from method to method (the random stream depends on the drafts). One
+`BenchRecord` per method and batch size: what `--json` writes and `specdec store-bench` reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench import engine_hooks
+from bench.reference import Workload
+from bench.rounds import REFERENCE, UNRESETTABLE, Timing, schedule, summarize
+from specdec.config import EngineConfig, SpecConfig
+from specdec.stats import ShardStats, Totals
+from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
+
+GREEDY = SamplingOptions(temperature=0.0)
+DEFAULT_METHODS = ("none", "ngram", "ngram[2..5]", "suffix", "specdec")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchRecord:
+    method: str
+    engine: str  # vllm
+    dataset: str
+    batch_size: int
+    k_max: int
+    num_requests: int
+    tokens_per_forward: float
+    acceptance_rate: float
+    outputs_identical_to_none: bool | None
+    started_from: str
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    # Medians over the rounds:
+    tokens_per_s: float | None = None  # end to end: the prefill pass and the decode pass
+    seconds: float | None = None  # the same, per round
+    decode_tokens_per_s: float | None = None  # prompts already in the prefix cache
+    prefill_seconds: float | None = None
+    rounds: int | None = None
+    # Ratio to none in the same round: median, and min and max over the rounds.
+    speedup_vs_none: float | None = None  # end to end
+    speedup_min: float | None = None
+    speedup_max: float | None = None
+    decode_speedup_vs_none: float | None = None
+    decode_speedup_min: float | None = None
+    decode_speedup_max: float | None = None
+    # The workload (bench.reference.Workload): greedy, or sampled; the epoch measured.
+    temperature: float = 0.0
+    samples: int = 1
+    epoch: int = 1
+
+    @classmethod
+    def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
+        return cls(
+            tokens_per_forward=total.tokens_per_forward,
+            acceptance_rate=total.acceptance_rate,
+            accepted_per_pos=total.accepted_per_pos,
+            num_output_tokens=total.num_output_tokens,
+            **fields,
+        )
+
+
+def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
+    """The real-engine methods by bench name (`ngram` is vLLM's default 5..5 lookup)."""
+    methods = {
+        "none": SpecConfig(method="none", k_max=k),
+        "ngram": SpecConfig(method="ngram", k_max=k, ngram_min=5, ngram_max=5),
+        "ngram[2..5]": SpecConfig(method="ngram", k_max=k, ngram_min=2, ngram_max=5),
+        "suffix": SpecConfig(method="suffix", k_max=k),
+        "specdec": SpecConfig(method="specdec", k_max=k),
+        "specdec[no-budget]": SpecConfig(method="specdec", k_max=k, budget=False),
+    }
+    if draft_model:
+        methods["draft"] = SpecConfig(method="draft", k_max=k, draft_model=draft_model)
+    return methods
+
+
+class MethodEngine:
+    """One method's engine over the rounds: started where needed, warmed up on other prompts.
+    vLLM's suffix cache cannot be cleared from outside: such an engine is restarted after
+    every measurement."""
+
+    def __init__(self, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest]) -> None:
+        self.spec, self.engine_cfg, self.warmup = spec, engine_cfg, warmup
+        self.engine: Any = None
+        self.measured = False  # since the engine started: an unresettable cache is then dirty
+        self.starts = 0
+
+    def ready(self) -> Any:
+        if self.engine is None or (self.measured and self.spec.method in UNRESETTABLE):
+            self.close()
+            from specdec.engines.vllm_engine import VllmEngine
+
+            self.engine = VllmEngine(self.engine_cfg, self.spec)
+            self.starts += 1
+            self.engine.generate(self.warmup, GREEDY)
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine, self.measured = None, False
+
+
+def run_rounds(
+    methods: dict[str, SpecConfig],
+    engine_cfg: EngineConfig,
+    epochs: Sequence[Sequence[GenerationRequest]],
+    warmup: Sequence[GenerationRequest],
+    batch_sizes: Sequence[int],
+    rounds: int,
+    dataset: str,
+    min_prompts: int,
+    workload: Workload = Workload(),
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[BenchRecord]:
+    """Every method at every batch size in `rounds` interleaved rounds; one record per method
+    and batch size. `epochs`: the workload's requests per epoch, the last one measured; each
+    batch size measures its first max(batch size, `min_prompts`) prompts."""
+    cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
+    timings: list[Timing] = []
+    results: dict[tuple[str, int], list[GenerationResult]] = {}
+    with contextlib.ExitStack() as stack:
+        slots = {name: MethodEngine(spec, cfg, warmup) for name, spec in methods.items()}
+        for slot in slots.values():
+            stack.callback(slot.close)
+        steps = schedule(list(methods), batch_sizes, rounds)
+        for i, step in enumerate(steps):
+            batches = [e[: max(step.batch_size, min_prompts)] for e in epochs]
+            timing, out = measure(slots[step.method], batches, step.round, step.batch_size, step.method,
+                                  workload.sampling)
+            timings.append(timing)
+            results.setdefault((step.method, step.batch_size), []).extend(out)
+            progress(f"round {step.round + 1}/{rounds} {step.method} batch {step.batch_size}: "
+                     f"decode {timing.decode_tokens_per_s:.1f} tokens/s, end to end {timing.tokens_per_s:.1f}")
+            if step.method in UNRESETTABLE and not any(s.method == step.method for s in steps[i + 1:]):
+                slots[step.method].close()
+        for name, slot in slots.items():
+            cost = slot.engine.step_cost() if slot.engine is not None else None
+            if cost is not None:  # significant digits: the KV terms are microseconds per token
+                progress(f"{name}: budget step cost " + ", ".join(f"{k} {v * 1000:.3g} ms" for k, v in cost.items()))
+        starts = {name: slot.starts for name, slot in slots.items()}
+    return make_records(methods, timings, results, dataset, starts, workload)
+
+
+def measure(slot: MethodEngine, epochs: Sequence[Sequence[GenerationRequest]], round_: int, batch_size: int,
+            method: str, sampling: SamplingOptions = GREEDY) -> tuple[Timing, list[GenerationResult]]:
+    """`method` on `slot`'s engine: from an empty prefix cache, the prefill pass, the
+    cross-request cache back to cold, the earlier epochs (untimed), then the timed last epoch."""
+    engine = slot.ready()
+    engine_hooks.reset_prefix_cache(engine)  # else a second batch size or round would prefill for free
+    batch = epochs[-1]
+    started = time.perf_counter()
+    engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)
+    prefill_s = time.perf_counter() - started
+    engine_hooks.reset_proposer(engine)  # after the prefill pass: its one-token outputs must not be drafted from
+    slot.measured = True
+    for epoch in epochs[:-1]:
+        engine.generate(epoch, sampling, batch_size=batch_size)
+    started = time.perf_counter()
+    results = engine.generate(batch, sampling, batch_size=batch_size)
+    decode_s = time.perf_counter() - started
+    tokens = sum(len(r.output_token_ids) for r in results)
+    return Timing(round_, method, batch_size, tokens, prefill_s, decode_s), results
+
+
+def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
+                 results: dict[tuple[str, int], list[GenerationResult]], dataset: str, starts: dict[str, int],
+                 workload: Workload = Workload()) -> list[BenchRecord]:
+    """One record per method and batch size; acceptance over all its rounds."""
+    records = []
+    for s in summarize(timings):
+        spec, runs = methods[s.method], results[(s.method, s.batch_size)]
+        kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
+        epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
+        decode, e2e = s.decode_ratio, s.ratio
+        records.append(BenchRecord.from_stats(
+            ShardStats.aggregate(r.stats for r in runs),
+            method=s.method, engine="vllm", dataset=dataset, batch_size=s.batch_size, k_max=spec.k_max,
+            num_requests=len(runs) // s.rounds,
+            outputs_identical_to_none=None if workload.sampled else _identical(
+                runs, results.get((REFERENCE, s.batch_size))),
+            started_from=(f"{s.rounds} interleaved rounds, {kept} ({starts[s.method]} started), warmed up on "
+                          f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
+            tokens_per_s=s.tokens_per_s.median,
+            seconds=statistics.median(t.prefill_s + t.decode_s for t in timings
+                                      if (t.method, t.batch_size) == (s.method, s.batch_size)),
+            decode_tokens_per_s=s.decode_tokens_per_s.median, prefill_seconds=s.prefill_s, rounds=s.rounds,
+            speedup_vs_none=e2e.median if e2e else None, speedup_min=e2e.low if e2e else None,
+            speedup_max=e2e.high if e2e else None, decode_speedup_vs_none=decode.median if decode else None,
+            decode_speedup_min=decode.low if decode else None, decode_speedup_max=decode.high if decode else None,
+            **workload.record_fields(),
+        ))
+    return records
+
+
+def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationResult] | None) -> bool | None:
+    """Every round's output of every prompt equals `none`'s (any round of it)."""
+    if reference is None:
+        return None
+    ref = {(r.id, r.sample): r.output_token_ids for r in reference}
+    return all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
+
+
+def render_table(records: Sequence[BenchRecord]) -> str:
+    width = max([20] + [len(r.method) + 2 for r in records])
+    header = (f"{'method':<{width}}{'batch':>6}{'decode/s':>10}{'x none':>8}{'min-max':>12}"
+              f"{'e2e/s':>9}{'x none':>8}{'min-max':>12}{'tok/fwd':>9}{'accept':>8}  identical")
+    lines = [header, "-" * len(header)]
+    for r in records:
+        ident = "-" if r.outputs_identical_to_none is None else ("yes" if r.outputs_identical_to_none else "NO")
+        decode = _ratio(r.decode_speedup_vs_none, r.decode_speedup_min, r.decode_speedup_max)
+        e2e = _ratio(r.speedup_vs_none, r.speedup_min, r.speedup_max)
+        lines.append(f"{r.method:<{width}}{r.batch_size:>6}{_num(r.decode_tokens_per_s, 10)}{decode}"
+                     f"{_num(r.tokens_per_s, 9)}{e2e}{r.tokens_per_forward:>9.2f}{r.acceptance_rate:>8.2f}  {ident}")
+    rounds = "/".join(sorted({str(r.rounds) for r in records}))
+    lines.append(f"medians over {rounds} interleaved round(s); ratios to none in the same round; "
+                 "decode: prompts already prefilled")
+    return "\n".join(lines)
+
+
+def _ratio(median: float | None, low: float | None, high: float | None) -> str:
+    if median is None or low is None or high is None:
+        return f"{'-':>8}{'':>12}"
+    return f"{median:>8.2f}{f'{low:.2f}-{high:.2f}':>12}"
+
+
+def _num(value: float | None, width: int) -> str:
+    return f"{(math.nan if value is None else value):>{width}.1f}"

@@ -1,1 +1,0 @@
-"""Benchmark commands: they print numbers; tests never time anything."""

@@ -1,0 +1,139 @@
+"""Requests from many owners (shards) in flight in one engine, and what each one cost.
+
+`EngineStream` drives an engine's request-level loop (vLLM's `add_request` / `step` /
+`abort_request`): requests join whenever the caller adds them, each `step()` hands back the
+requests that finished, and nothing waits for a group to end. Every step's wall time is
+attributed to the requests that produced tokens in it, in proportion to their tokens (new
+output tokens, plus the prompt's tokens with a request's first output: its prefill); a step
+in which no request produced output passes its time on to the next one (or, when requests
+finish in it without new tokens, to those). So the finished requests' `engine_s` plus the time
+of cancelled ones (`cancelled_s`) add up to the engine's busy time (`busy_s`).
+
+The engine side is the `RequestEngine` protocol: `VllmEngine` implements it, and so can a
+test double.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestUpdate:
+    """What one step did for one request: its new tokens, and its result once finished."""
+
+    request_id: str
+    num_new_tokens: int
+    result: GenerationResult | None = None  # set on the request's last update
+
+
+class RequestEngine(Protocol):
+    def add_request(self, request_id: str, request: GenerationRequest, sampling: SamplingOptions,
+                    seed_index: int) -> None: ...
+
+    def step(self) -> list[RequestUpdate]: ...
+
+    def abort_requests(self, request_ids: list[str]) -> None: ...
+
+
+@dataclasses.dataclass
+class _InFlight:
+    owner: str
+    index: int  # the request's place in its owner's list
+    prompt_tokens: int
+    started: bool = False  # has produced output (its prefill is done)
+    engine_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    owner: str
+    index: int
+    result: GenerationResult  # with its attributed engine_s
+
+
+class EngineStream:
+    """One engine's requests in flight, keyed by (owner, index); see the module docstring."""
+
+    def __init__(self, engine: RequestEngine, sampling: SamplingOptions) -> None:
+        self.engine = engine
+        self.sampling = sampling
+        self.busy_s = 0.0  # wall time with at least one request in the engine
+        self.cancelled_s = 0.0  # engine time of requests cancelled before they finished
+        self._in_flight: dict[str, _InFlight] = {}
+        self._mark: float | None = None  # start of the interval the next step closes
+        self._unattributed_s = 0.0  # time of steps that produced no output
+
+    @property
+    def num_in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def add(self, owner: str, index: int, request: GenerationRequest) -> None:
+        """Queue `request` (its owner's `index`-th: the default seed follows the index)."""
+        request_id = f"{owner}\x1f{index}"
+        if request_id in self._in_flight:
+            raise ValueError(f"request {index} of {owner} is already in flight")
+        if self._mark is None:
+            self._mark = time.perf_counter()
+        self.engine.add_request(request_id, request, self.sampling, index)
+        self._in_flight[request_id] = _InFlight(owner, index, len(request.prompt_token_ids))
+
+    def cancel(self, owner: str) -> int:
+        """Abort every request of `owner` still in the engine; how many there were."""
+        ids = [rid for rid, req in self._in_flight.items() if req.owner == owner]
+        if ids:
+            self.engine.abort_requests(ids)
+            for rid in ids:
+                self.cancelled_s += self._in_flight.pop(rid).engine_s
+        if not self._in_flight:
+            self._idle()
+        return len(ids)
+
+    def step(self) -> list[Finished]:
+        """One engine step: the requests it finished, each with its engine time."""
+        if not self._in_flight:
+            return []
+        updates = self.engine.step()
+        now = time.perf_counter()
+        assert self._mark is not None
+        self._unattributed_s += now - self._mark
+        self.busy_s += now - self._mark
+        self._mark = now
+        self._attribute(updates)
+        finished = []
+        for update in updates:
+            if update.result is None:
+                continue
+            req = self._in_flight.pop(update.request_id)
+            update.result.engine_s = req.engine_s
+            finished.append(Finished(req.owner, req.index, update.result))
+        if not self._in_flight:
+            self._idle()
+        return finished
+
+    def _attribute(self, updates: Sequence[RequestUpdate]) -> None:
+        shares: dict[str, int] = {}
+        for update in updates:
+            req = self._in_flight.get(update.request_id)
+            if req is None or update.num_new_tokens <= 0:
+                continue
+            shares[update.request_id] = update.num_new_tokens + (0 if req.started else req.prompt_tokens)
+            req.started = True
+        if not shares:  # requests that finish without new tokens still take the step's time
+            shares = {u.request_id: 1 for u in updates if u.result is not None and u.request_id in self._in_flight}
+        total = sum(shares.values())
+        if total <= 0:
+            return  # no output this step: its time goes to the next step that has some
+        for request_id, tokens in shares.items():
+            self._in_flight[request_id].engine_s += self._unattributed_s * tokens / total
+        self._unattributed_s = 0.0
+
+    def _idle(self) -> None:
+        """The engine holds nothing: the next add starts a new busy interval."""
+        self._mark = None
+        self._unattributed_s = 0.0

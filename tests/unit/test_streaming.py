@@ -1,0 +1,160 @@
+"""The streaming worker's loop (specdec.streaming) on a continuous-batching double: shards
+share the engine, each is handed on once with its results in order, read-ahead is bounded,
+failures stay with their shard, and the engine time attributed to requests adds up."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from specdec.engines.engine_stream import EngineStream
+from specdec.engines.stall import EngineStalled
+from specdec.streaming import EngineHolder, ShardWork, run_stream
+from specdec.types import GenerationRequest, SamplingOptions
+from support.stepping import TokenByToken
+
+
+def shard(key: str, lengths: list[int]) -> ShardWork:
+    requests = [GenerationRequest(f"{key}-{i}", (i + 1, 7, 9), max_tokens=n) for i, n in enumerate(lengths)]
+    return ShardWork(key, f"shard {key}", requests)
+
+
+def holder(engine) -> EngineHolder:
+    return EngineHolder(lambda: (engine, 0.0))
+
+
+def run(works, engine, **options):
+    outcomes = []
+    totals = run_stream(works, holder(engine), SamplingOptions(), outcomes.append, **options)
+    return outcomes, totals
+
+
+def test_every_shard_once_with_its_results_in_request_order():
+    engine = TokenByToken(max_num_seqs=4)
+    works = [shard(k, [5, 1, 3]) for k in "abcdef"]
+    outcomes, totals = run(works, engine)
+    assert sorted(o.work.key for o in outcomes) == list("abcdef")
+    for o in outcomes:
+        assert o.error is None
+        assert [r.id for r in o.results] == [f"{o.work.key}-{i}" for i in range(3)]
+        assert [len(r.output_token_ids) for r in o.results] == [5, 1, 3]
+    assert totals.num_shards == 6 and totals.num_failed == 0
+    assert totals.num_output_tokens == 6 * 9
+
+
+def test_small_shards_keep_the_engine_full_and_the_sequential_worker_drains_it():
+    # shards of 2 rows, 4 rows at once: streamed, requests of several shards run together
+    streamed = TokenByToken(max_num_seqs=4)
+    run([shard(k, [6, 2]) for k in "abcd"], streamed)
+    sequential = TokenByToken(max_num_seqs=4)
+    run([shard(k, [6, 2]) for k in "abcd"], sequential, sequential=True)
+    assert streamed.max_running_seen == 4
+    assert sequential.max_running_seen == 2
+    assert streamed.steps < sequential.steps  # 4 shards x 6 steps sequentially, fewer streamed
+
+
+def test_attributed_engine_time_adds_up_to_the_busy_time():
+    engine = TokenByToken(max_num_seqs=3, step_s=0.002)
+    outcomes, totals = run([shard(k, [4, 9, 1, 2]) for k in "abc"], engine)
+    attributed = sum(o.engine_s for o in outcomes)
+    assert totals.busy_s > 0
+    assert attributed == pytest.approx(totals.busy_s, rel=1e-9)
+    assert all(r.engine_s > 0 for o in outcomes for r in o.results)
+
+
+def test_a_step_without_output_passes_its_time_on_and_cancelled_time_is_counted():
+    engine = TokenByToken(max_num_seqs=2, step_s=0.001)
+    stream = EngineStream(engine, SamplingOptions())
+    for i in range(3):
+        stream.add("x", i, GenerationRequest(f"x{i}", (1, 2), max_tokens=3))
+    stream.add("y", 0, GenerationRequest("y0", (1, 2), max_tokens=50))
+    finished = []
+    for _ in range(4):
+        finished += stream.step()
+    assert stream.cancel("y") == 1
+    while stream.num_in_flight:
+        finished += stream.step()
+    total = sum(f.result.engine_s for f in finished) + stream.cancelled_s
+    assert total == pytest.approx(stream.busy_s, rel=1e-9)
+    assert {f.owner for f in finished} == {"x"}
+    assert engine.aborted == ["y\x1f0"]
+
+
+def test_read_ahead_holds_at_most_its_bound_of_requests():
+    engine = TokenByToken(max_num_seqs=2)
+    yielded = []
+    taken_before = []
+
+    def loads():
+        for k in range(40):
+            # requests yielded so far minus those the engine has taken: what read-ahead holds
+            taken_before.append(sum(yielded) - len(engine.added))
+            yielded.append(5)
+            yield shard(f"s{k}", [2] * 5)
+
+    outcomes, _ = run(loads(), engine, read_ahead_requests=10)
+    assert len(outcomes) == 40
+    assert max(taken_before) <= 10
+
+
+def test_a_shard_that_cannot_load_fails_alone():
+    engine = TokenByToken()
+    bad = ShardWork("bad", "shard bad", [], error=ValueError("shard bad: not Parquet"))
+    outcomes, totals = run([shard("a", [2]), bad, shard("b", [3])], engine)
+    by_key = {o.work.key: o for o in outcomes}
+    assert isinstance(by_key["bad"].error, ValueError)
+    assert by_key["a"].error is None and by_key["b"].error is None
+    assert totals.num_failed == 1
+
+
+def test_a_hand_on_that_fails_loses_no_other_shard_and_is_raised_at_the_end():
+    engine = TokenByToken()
+    delivered = []
+
+    def on_outcome(outcome):
+        if outcome.work.key == "b":
+            raise OSError("staging unreachable")
+        delivered.append(outcome.work.key)
+
+    with pytest.raises(OSError, match="staging unreachable"):
+        run_stream([shard(k, [2, 3]) for k in "abc"], holder(engine), SamplingOptions(), on_outcome)
+    assert sorted(delivered) == ["a", "c"]
+
+
+class StallsOnce(TokenByToken):
+    """Its first engine hangs in a step once `hang_after` steps have run; `kill` wakes it."""
+
+    def __init__(self, hang_after: int) -> None:
+        super().__init__(max_num_seqs=2)
+        self.hang_after = hang_after
+        self.woken = threading.Event()
+
+    def step(self):
+        if self.steps >= self.hang_after:
+            self.woken.wait(30)
+            raise RuntimeError("engine core died")
+        return super().step()
+
+    def stop_stalled(self, limit_s: float) -> None:
+        self.alive = False
+        self.woken.set()
+
+
+def test_a_stalled_engine_fails_the_shards_in_it_and_a_fresh_engine_takes_the_rest():
+    first, fresh = StallsOnce(hang_after=3), TokenByToken(max_num_seqs=2)
+    engines = iter([first, fresh])
+    outcomes = []
+
+    def loads():
+        yield shard("a", [20, 20])
+        while first.alive:  # the rest arrives once the first engine is gone
+            time.sleep(0.05)
+        yield shard("b", [2])
+
+    run_stream(loads(), EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append,
+               stall_timeout_s=0.3)
+    by_key = {o.work.key: o for o in outcomes}
+    assert isinstance(by_key["a"].error, EngineStalled) and "shard a" in str(by_key["a"].error)
+    assert by_key["b"].error is None and len(by_key["b"].results) == 1
