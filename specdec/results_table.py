@@ -30,6 +30,7 @@ RESULT_SCHEMA = pa.schema(
         ("accepted_per_pos", pa.list_(pa.int32())),
         ("k_histogram", pa.list_(pa.int32())),
         ("num_fallback_steps", pa.int32()),
+        ("engine_s", pa.float64()),  # engine seconds attributed to the request; 0.0: not attributed
         ("method", pa.string()),
         ("config_hash", pa.string()),
     ]
@@ -37,8 +38,9 @@ RESULT_SCHEMA = pa.schema(
 
 
 # Columns older workers did not write, with the value that describes their results: one
-# sample per row.
-ADDED_COLUMNS = {"sample": 0, "num_samples": 1}
+# sample per row, engine time not attributed.
+ADDED_COLUMNS = {"sample": pa.scalar(0, pa.int32()), "num_samples": pa.scalar(1, pa.int32()),
+                 "engine_s": pa.scalar(0.0, pa.float64())}
 
 
 def with_current_names(table: pa.Table) -> pa.Table:
@@ -47,7 +49,7 @@ def with_current_names(table: pa.Table) -> pa.Table:
     both)."""
     for name, value in ADDED_COLUMNS.items():
         if name not in table.column_names:
-            table = table.append_column(name, pa.array([value] * table.num_rows, pa.int32()))
+            table = table.append_column(name, pa.repeat(value, table.num_rows))
     names = table.column_names
     if not any(old in names for old in LEGACY_NAMES):
         return table
@@ -76,6 +78,7 @@ def results_to_table(
             "finish_reason": res.finish_reason,
             "method": method,
             "config_hash": config_hash,
+            "engine_s": res.engine_s,
         }
         row.update(res.stats.to_columns())
         rows.append(row)

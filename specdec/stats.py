@@ -9,13 +9,16 @@ Each figure is named by its formula:
 - tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included).
   vLLM's "mean acceptance length" (1 + accepted / drafts, drafted steps only) is a different
   figure; older files call ours `mean_accepted_length` (see LEGACY_NAMES).
+- tokens_per_engine_s = num_output_tokens / engine_s, where engine_s sums the engine seconds
+  attributed to each request (its share of every step it produced tokens in; 0.0: the
+  engine did not attribute time, so the figure is unknown).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 # Names that older workers and databases used for today's figures: old -> new.
 LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
@@ -98,6 +101,13 @@ def request_stats(
     )
 
 
+class AttributedRequest(Protocol):
+    """A request's result with its engine time (specdec.types.GenerationResult)."""
+
+    stats: RequestStats
+    engine_s: float  # engine seconds attributed to the request; 0.0: not attributed
+
+
 _T = TypeVar("_T", bound="Totals")
 
 
@@ -118,6 +128,7 @@ class Totals:
     # (specdec only; the drafter counts them per generate call, not per request).
     drafted_by_source: list[int] = dataclasses.field(default_factory=list)
     accepted_by_source: list[int] = dataclasses.field(default_factory=list)
+    engine_s: float = 0.0  # engine seconds attributed to the requests (0.0: not attributed)
 
     @property
     def acceptance_rate(self) -> float:
@@ -127,9 +138,15 @@ class Totals:
     def tokens_per_forward(self) -> float:
         return _ratio(self.num_output_tokens, self.num_steps)
 
-    def add(self, other: "Totals | RequestStats") -> None:
-        """Add a request's figures (counts it) or another group's sums."""
+    @property
+    def tokens_per_engine_s(self) -> float:
+        return _ratio(self.num_output_tokens, self.engine_s)
+
+    def add(self, other: "Totals | RequestStats", engine_s: float = 0.0) -> None:
+        """Add a request's figures (counts it) with the engine seconds attributed to it, or
+        another group's sums (engine seconds included)."""
         self.num_requests += other.num_requests if isinstance(other, Totals) else 1
+        self.engine_s += other.engine_s if isinstance(other, Totals) else engine_s
         for name in _COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.accepted_per_pos = _add_lists(self.accepted_per_pos, other.accepted_per_pos)
@@ -153,7 +170,8 @@ class Totals:
     def to_dict(self) -> dict[str, Any]:
         """The fields plus the derived figures (for JSON and logs)."""
         row = dataclasses.asdict(self)
-        row.update(acceptance_rate=self.acceptance_rate, tokens_per_forward=self.tokens_per_forward)
+        row.update(acceptance_rate=self.acceptance_rate, tokens_per_forward=self.tokens_per_forward,
+                   tokens_per_engine_s=self.tokens_per_engine_s)
         return row
 
     @classmethod
@@ -166,12 +184,16 @@ class Totals:
         for name, value in data.items():
             if name not in fields or value is None:
                 continue
-            values[name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+            if isinstance(value, list):
+                values[name] = [int(v) for v in value]
+            else:
+                values[name] = float(value) if name in _SECONDS else int(value)
         return cls(**values)
 
 
 _COUNTERS = ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens",
              "num_accepted_tokens", "num_fallback_steps")
+_SECONDS = ("engine_s",)
 
 
 @dataclasses.dataclass
@@ -180,9 +202,18 @@ class ShardStats(Totals):
 
     @classmethod
     def aggregate(cls, requests: Iterable[RequestStats]) -> "ShardStats":
+        """Sums of requests without their engine time (engine_s stays 0.0: see of_results)."""
         total = cls()
         for req in requests:
             total.add(req)
+        return total
+
+    @classmethod
+    def of_results(cls, results: Iterable[AttributedRequest]) -> "ShardStats":
+        """Sums of results, engine seconds included (a request's result: GenerationResult)."""
+        total = cls()
+        for result in results:
+            total.add(result.stats, result.engine_s)
         return total
 
 

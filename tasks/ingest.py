@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from specdec.results_table import with_current_names
-from specdec.stats import DRAFT_SOURCES
+from specdec.stats import DRAFT_SOURCES, ShardStats
 from tasks.db import connect_for_write, load_sql, write_cursor
 from tasks.staging import RunManifest, ShardManifest, Staging, StagingIntegrityError
 
@@ -132,6 +132,7 @@ def upsert_run(con: duckdb.DuckDBPyConnection, run: RunManifest) -> None:
             run.run_id, run.run_name, run.flow_run_id, run.source, run.method, run.config_hash,
             json.dumps(run.config, sort_keys=True), run.status, run.num_shards,
             _ts(run.started_at), _ts(run.finished_at), run.wall_s, run.engine_start_s, run.message,
+            run.engine_busy_s,
         ],
     )
 
@@ -252,9 +253,15 @@ def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: 
             m.num_prompts, m.num_rejected, s.num_output_tokens, s.num_steps,
             s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens,
             m.read_s, m.engine_start_s, m.generate_s, m.stage_s, ingest_s, _ts(m.generated_at),
-            m.num_input_rows, m.worker,
+            m.num_input_rows, m.worker, _attributed_engine_s(s),
         ],
     )
+
+
+def _attributed_engine_s(stats: ShardStats) -> float | None:
+    """The shard's engine seconds, or None where its requests produced tokens but no engine
+    time was attributed to them (an older worker, the sequential path)."""
+    return stats.engine_s if stats.engine_s > 0 or stats.num_output_tokens == 0 else None
 
 
 def _ts(value: str | None) -> datetime | None:

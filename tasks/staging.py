@@ -85,6 +85,9 @@ class RunManifest:
     wall_s: float | None = None
     engine_start_s: float | None = None
     message: str | None = None
+    # Seconds the engine held requests (the sum of its steps' wall times): what the requests'
+    # attributed engine_s add up to. None: not measured (the sequential worker, older runs).
+    engine_busy_s: float | None = None
 
 
 class StagingIntegrityError(RuntimeError):

@@ -1,7 +1,8 @@
 -- Insert or update a run record (from the staged run manifest).
 INSERT INTO runs (run_id, run_name, flow_run_id, source, method, config_hash, config, status,
-                  num_shards, started_at, finished_at, wall_s, engine_start_s, message, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
+                  num_shards, started_at, finished_at, wall_s, engine_start_s, message, engine_busy_s,
+                  updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
 ON CONFLICT (run_id) DO UPDATE SET
     run_name = excluded.run_name,
     flow_run_id = excluded.flow_run_id,
@@ -16,4 +17,5 @@ ON CONFLICT (run_id) DO UPDATE SET
     wall_s = excluded.wall_s,
     engine_start_s = excluded.engine_start_s,
     message = excluded.message,
+    engine_busy_s = excluded.engine_busy_s,
     updated_at = now();

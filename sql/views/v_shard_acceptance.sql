@@ -1,4 +1,6 @@
--- Per-shard acceptance, tokens per target forward and throughput.
+-- Per-shard acceptance, tokens per target forward and throughput: per generate second (the
+-- shard's own wall time, which overlaps other shards' when they share an engine) and per
+-- attributed engine second (NULL where the worker did not attribute engine time).
 CREATE OR REPLACE VIEW v_shard_acceptance AS
 SELECT
     s.run_id,
@@ -14,6 +16,8 @@ SELECT
     s.num_output_tokens / nullif(s.num_steps, 0) AS tokens_per_forward,
     s.generate_s,
     s.num_output_tokens / nullif(s.generate_s, 0) AS tokens_per_s,
+    s.engine_s,
+    s.num_output_tokens / nullif(s.engine_s, 0) AS tokens_per_engine_s,
     s.source_path
 FROM shards AS s
 JOIN runs AS r USING (run_id);

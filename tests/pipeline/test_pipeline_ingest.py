@@ -7,29 +7,10 @@ import pyarrow as pa
 import pytest
 
 from tasks.report import report, run_sql
-from support.synthetic_staging import manifest_for, synthetic_results
+from support.synthetic_staging import manifest_for, stage_run, synthetic_results
 from specdec.cli import main as cli_main
 from tasks.ingest import IngestError, ingest
-from tasks.staging import RunManifest, Staging
-
-
-def stage_run(staging: Staging, run_id: str, shards: dict[str, int], method: str = "specdec",
-              fingerprint: str = "fp", samples: int | None = None, generate_s: float = 1.0) -> None:
-    """`samples`: the run's setting, recorded in its config as a flow records it (None: a run
-    from before samples existed) and given to every prompt of its shards."""
-    config = {"method": method} if samples is None else {"params": {"method": method, "samples": samples}}
-    staging.write_run(RunManifest(
-        run_id=run_id, run_name=None, flow_run_id=None, source="synthetic", method=method,
-        config_hash="h-" + method, config=config, status="completed",
-        num_shards=len(shards), started_at="2026-01-01T00:00:00", finished_at="2026-01-01T00:01:00",
-        wall_s=60.0, engine_start_s=5.0,
-    ))
-    for i, (shard_id, rows) in enumerate(shards.items()):
-        table = synthetic_results(shard_id, rows, seed=i, method=method, samples=samples or 1)
-        manifest = manifest_for(run_id, shard_id, table, fingerprint=f"{fingerprint}-{shard_id}",
-                                config_hash="h-" + method, generate_s=generate_s)
-        manifest.num_input_rows = manifest.num_prompts
-        staging.write_shard(manifest, table)
+from tasks.staging import Staging
 
 
 def counts(db) -> dict[str, int]:
@@ -112,12 +93,16 @@ def test_staged_samples_must_be_complete_and_unique(tmp_db, staging_dir, damage,
 
 def test_samples_are_keyed_by_id_and_sample_and_their_views_answer(tmp_db, staging_dir):
     staging = Staging(str(staging_dir))
-    stage_run(staging, "s4", {"a.parquet": 12, "b.parquet": 8}, samples=4, generate_s=1.0)
-    stage_run(staging, "s4-none", {"a.parquet": 12, "b.parquet": 8}, method="none", samples=4, generate_s=2.0)
-    stage_run(staging, "s1", {"a.parquet": 5}, fingerprint="other")  # a run from before samples: 1 each
-    stage_run(staging, "s1-none", {"a.parquet": 5}, method="none", fingerprint="other", generate_s=3.0)
+    # no engine time attributed (the sequential worker): speed-ups per shard generate second
+    unattributed = {"engine_s_per_token": 0.0}
+    stage_run(staging, "s4", {"a.parquet": 12, "b.parquet": 8}, samples=4, generate_s=1.0, **unattributed)
+    stage_run(staging, "s4-none", {"a.parquet": 12, "b.parquet": 8}, method="none", samples=4, generate_s=2.0,
+              **unattributed)
+    stage_run(staging, "s1", {"a.parquet": 5}, fingerprint="other", **unattributed)  # from before samples: 1 each
+    stage_run(staging, "s1-none", {"a.parquet": 5}, method="none", fingerprint="other", generate_s=3.0,
+              **unattributed)
     # prompt a.parquet/0 of s4: its four samples give two completions, one of them three times
-    table = synthetic_results("a.parquet", 12, samples=4)
+    table = synthetic_results("a.parquet", 12, samples=4, **unattributed)
     table = table.set_column(3, "completion", pa.array(["x", "x", "y", "x"] + [f"c{i}" for i in range(8)]))
     manifest = manifest_for("s4", "a.parquet", table, fingerprint="fp-a.parquet", config_hash="h-specdec")
     manifest.num_input_rows = 3
@@ -142,12 +127,12 @@ def test_samples_are_keyed_by_id_and_sample_and_their_views_answer(tmp_db, stagi
         5,)  # the synthetic completions of the other prompts all differ
     assert con.execute("SELECT input_rows, output_rows, output_samples, expected_samples, balanced "
                        "FROM v_run_accounting WHERE run_id = 's4'").fetchone() == (5, 5, 20, 20, True)
-    speedups = con.execute("SELECT samples, method, run_ids, num_shards, samples_per_prompt, speedup "
+    speedups = con.execute("SELECT samples, method, run_ids, num_shards, samples_per_prompt, speedup, speedup_basis "
                            "FROM v_samples_speedup ORDER BY samples").fetchall()
     tokens = dict(con.execute("SELECT run_id, sum(num_output_tokens) FROM shards GROUP BY ALL").fetchall())
     assert speedups == [
-        (1, "specdec", ["s1"], 1, 1.0, pytest.approx((tokens["s1"] / 1.0) / (tokens["s1-none"] / 3.0))),
-        (4, "specdec", ["s4"], 2, 4.0, pytest.approx((tokens["s4"] / 2.0) / (tokens["s4-none"] / 4.0)))]
+        (1, "specdec", ["s1"], 1, 1.0, pytest.approx((tokens["s1"] / 1.0) / (tokens["s1-none"] / 3.0)), "generate_s"),
+        (4, "specdec", ["s4"], 2, 4.0, pytest.approx((tokens["s4"] / 2.0) / (tokens["s4-none"] / 4.0)), "generate_s")]
     con.close()
     section = report(str(tmp_db), "s4").split("== Speed-up per samples setting")[1].split("\n== ")[0]
     assert len(section.strip().splitlines()) == 3 and "specdec" in section  # header, rule, the s4 row

@@ -131,17 +131,19 @@ def build_573b56b_db(path: Path) -> None:
 
 # Columns the upgrade adds to a table, after `id`, with the value old rows get (one sample each).
 ADDED_BY_SAMPLES = {"outputs": {"sample": 0, "num_samples": 1}, "request_stats": {"sample": 0}}
+# Columns the upgrade appends to a table: engine time, NULL (not attributed) for old rows.
+ADDED_BY_ENGINE_TIME = {"request_stats": ["engine_s"], "shards": ["engine_s"], "runs": ["engine_busy_s"]}
 
 
-def with_samples(table: str, columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
+def as_upgraded(table: str, columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
     """An old table's columns and rows as the upgrade should leave them."""
     added = ADDED_BY_SAMPLES.get(table, {})
-    if not added:
-        return columns, rows
-    at = columns.index("id") + 1
+    at = columns.index("id") + 1 if added else len(columns)
     values = tuple(added.values())
-    return (columns[:at] + list(added) + columns[at:],
-            sorted(row[:at] + values + row[at:] for row in rows))
+    appended = ADDED_BY_ENGINE_TIME.get(table, [])
+    nulls = (None,) * len(appended)
+    upgraded = [row[:at] + values + row[at:] + nulls for row in rows]
+    return columns[:at] + list(added) + columns[at:] + appended, sorted(upgraded) if added else upgraded
 
 
 def snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[list[str], list[tuple]]]:
@@ -165,7 +167,7 @@ def test_573b56b_database_upgrades_in_place_with_rows_intact(tmp_db):
     for table in TABLES:
         old_columns, old_rows = before[table]
         renamed = [c.replace("mean_accepted_length", "tokens_per_forward") for c in old_columns]
-        assert after[table] == with_samples(table, renamed, old_rows), table
+        assert after[table] == as_upgraded(table, renamed, old_rows), table
     values = con.execute("SELECT id, tokens_per_forward FROM request_stats ORDER BY id").fetchall()
     assert values == [("q0", 2.0), ("q1", 1.5), ("q2", 1.0)]
     migrations = con.execute("SELECT * FROM schema_migrations ORDER BY name").fetchall()
@@ -247,6 +249,9 @@ def test_ingest_accepts_shards_staged_by_a_573b56b_worker(tmp_db, staging_dir):
         shard = query(tmp_db, "SELECT num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens "
                               "FROM shards WHERE shard_id = ?", [shard_id])
         assert shard == [(25, 16, 9, 36, 9)]
+        # no engine time staged: not attributed, NULL for the request and the shard
+        assert query(tmp_db, "SELECT count(engine_s) FROM request_stats WHERE shard_id = ?", [shard_id]) == [(0,)]
+        assert query(tmp_db, "SELECT engine_s FROM shards WHERE shard_id = ?", [shard_id]) == [(None,)]
     assert query(tmp_db, "SELECT sum(num_accepted_tokens) FROM position_stats WHERE shard_id = 'older.parquet'") == [
         (9,)]
 

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from specdec.results_table import RESULT_SCHEMA
 from specdec.stats import ShardStats
-from tasks.staging import ShardManifest
+from tasks.staging import RunManifest, ShardManifest, Staging
 
 
 def _lists(values: np.ndarray, width: int) -> pa.Array:
@@ -21,8 +21,10 @@ def _lists(values: np.ndarray, width: int) -> pa.Array:
 
 
 def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 0,
-                      method: str = "specdec", config_hash: str = "synthetic", samples: int = 1) -> pa.Table:
-    """`num_rows` results: `num_rows // samples` prompts with `samples` samples each."""
+                      method: str = "specdec", config_hash: str = "synthetic", samples: int = 1,
+                      engine_s_per_token: float = 0.01) -> pa.Table:
+    """`num_rows` results: `num_rows // samples` prompts with `samples` samples each; each
+    request's engine seconds are `engine_s_per_token` per output token (0: not attributed)."""
     if num_rows % samples:
         raise ValueError(f"num_rows={num_rows} is not a multiple of samples={samples}")
     rng = np.random.default_rng(seed)
@@ -58,6 +60,7 @@ def synthetic_results(shard_id: str, num_rows: int, k_max: int = 4, seed: int = 
         "accepted_per_pos": _lists(per_pos, k_max),
         "k_histogram": _lists(k_hist, k_max + 1),
         "num_fallback_steps": pa.array(np.zeros(num_rows, np.int32)),
+        "engine_s": pa.array(n_out * engine_s_per_token, pa.float64()),
         "method": pa.array([method] * num_rows, pa.string()),
         "config_hash": pa.array([config_hash] * num_rows, pa.string()),
     }
@@ -70,7 +73,8 @@ def table_stats(results: pa.Table) -> ShardStats:
             ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens", "num_accepted_tokens",
              "num_fallback_steps")}
     return ShardStats(num_requests=results.num_rows, accepted_per_pos=_list_sums(results.column("accepted_per_pos")),
-                      k_histogram=_list_sums(results.column("k_histogram")), **sums)
+                      k_histogram=_list_sums(results.column("k_histogram")),
+                      engine_s=float(pc.sum(results.column("engine_s")).as_py() or 0.0), **sums)
 
 
 def _list_sums(column: pa.ChunkedArray) -> list[int]:
@@ -88,3 +92,26 @@ def manifest_for(run_id: str, shard_id: str, results: pa.Table, fingerprint: str
         config_hash=config_hash, status="generated", num_prompts=len(pc.unique(results.column("id"))),
         stats=table_stats(results), generate_s=generate_s, generated_at="2026-01-01T00:00:00",
     )
+
+
+def stage_run(staging: Staging, run_id: str, shards: dict[str, int], method: str = "specdec",
+              fingerprint: str = "fp", samples: int | None = None, generate_s: float = 1.0,
+              engine_s_per_token: float = 0.01, wall_s: float = 60.0, engine_start_s: float = 5.0,
+              engine_busy_s: float | None = None) -> None:
+    """A completed run of synthetic shards ({shard id: rows}), staged as a flow stages it.
+    `samples`: the run's setting, recorded in its config as a flow records it (None: a run
+    from before samples existed) and given to every prompt of its shards."""
+    config = {"method": method} if samples is None else {"params": {"method": method, "samples": samples}}
+    staging.write_run(RunManifest(
+        run_id=run_id, run_name=None, flow_run_id=None, source="synthetic", method=method,
+        config_hash="h-" + method, config=config, status="completed",
+        num_shards=len(shards), started_at="2026-01-01T00:00:00", finished_at="2026-01-01T00:01:00",
+        wall_s=wall_s, engine_start_s=engine_start_s, engine_busy_s=engine_busy_s,
+    ))
+    for i, (shard_id, rows) in enumerate(shards.items()):
+        table = synthetic_results(shard_id, rows, seed=i, method=method, samples=samples or 1,
+                                  engine_s_per_token=engine_s_per_token)
+        manifest = manifest_for(run_id, shard_id, table, fingerprint=f"{fingerprint}-{shard_id}",
+                                config_hash="h-" + method, generate_s=generate_s)
+        manifest.num_input_rows = manifest.num_prompts
+        staging.write_shard(manifest, table)
