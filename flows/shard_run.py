@@ -1,20 +1,24 @@
 """One run's shard work, shared by the single-process flow and the fan-out child flows:
-read + validate -> generate -> stage; every outcome (done, quarantined shard, failure) is
+shards stream through one engine (read + validate ahead -> generate -> stage the moment a
+shard is done); every outcome (done, quarantined shard, failure) is
 staged as a committed manifest, so the one ingest step sees every shard exactly once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from prefect import get_run_logger
 from prefect.runtime import flow_run
 
 from flows.params import FlowParams
-from specdec.generate import Generation
+from specdec.generate import Generation, ShardRows, generate_shards
+from specdec.streaming import ShardWork
 from tasks import prefect_tasks as t
 from tasks.prompt_shards import LoadedShard, ShardInputError, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
@@ -47,31 +51,70 @@ class RunContext:
         self.failures: list[str] = []
 
 
+@dataclasses.dataclass(frozen=True)
+class _Loaded:
+    """A shard as the stream carries it: read, and staged already when it is to be skipped."""
+
+    ref: ShardRef
+    shard: LoadedShard | None = None
+    staged: ShardManifest | None = None  # committed with this content and config: skip it
+
+
 def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> None:
-    """Every shard gets an outcome; one bad shard never stops the others."""
-    logger = get_run_logger()
-    for ref in refs:
+    """Every shard gets an outcome; one bad shard never stops the others. The shards stream
+    through one engine (specdec.generate.generate_shards): read ahead in the background, each
+    staged (and with `ingest_each` ingested) the moment its last request finishes."""
+    params = run.params.generation_params()
+
+    def shards() -> Iterator[ShardRows]:
+        for ref in refs:
+            source = f"shard {ref.uri}"
+            try:
+                shard = t.read_shard(ref, run.params.source, run.s3)
+                staged = run.staging.read_manifest(run.run_id, ref.shard_id)
+            except Exception as exc:  # unreadable or bad input: this shard fails alone
+                yield ShardRows(ref.shard_id, source, [], [], _Loaded(ref), exc)
+                continue
+            if staged and staged.status == "generated" and staged.matches(shard.fingerprint, run.config_hash):
+                yield ShardRows(ref.shard_id, source, [], [], _Loaded(ref, shard, staged))
+            else:
+                yield ShardRows(ref.shard_id, source, shard.rows, shard.rejected, _Loaded(ref, shard))
+
+    def on_done(work: ShardWork, out: Generation | None, error: BaseException | None) -> None:
+        """Runs in the stream's one finisher thread: the only writer of `run` until the stream ends."""
+        loaded: _Loaded = work.context
         try:
-            run.outcomes.append(process_shard(run, ref, ingest_each))
+            if error is not None:
+                raise error
+            assert out is not None and loaded.shard is not None
+            staged = loaded.staged
+            if staged is not None:
+                get_run_logger().info("shard %s: already generated with this content and config; skipped",
+                                      loaded.ref.shard_id)
+            else:
+                log_generated(loaded.ref, out)
+                run.manifest.engine_start_s = out.engine_start_s
+                staged = t.stage_shard(run.staging, shard_manifest(run, loaded.shard, out), out.results)
+            if ingest_each:
+                t.record_run(run.staging, run.manifest)
+                t.ingest(run.params.db, run.staging, run.run_id, [loaded.ref.shard_id])
+            run.outcomes.append(staged)
         except Exception as exc:
-            logger.error("shard %s failed: %s", ref.shard_id, exc)
-            run.failures.append(f"{ref.shard_id}: {exc}")
-            record_failure(run, ref, exc, ingest_each)
+            get_run_logger().error("shard %s failed: %s", loaded.ref.shard_id, exc)
+            run.failures.append(f"{loaded.ref.shard_id}: {exc}")
+            record_failure(run, loaded.ref, exc, ingest_each)
+
+    totals = generate_shards(shards(), params, run.config_hash, run.config, on_done)
+    run.manifest.engine_start_s = totals.engine_start_s
+    run.manifest.engine_busy_s = (run.manifest.engine_busy_s or 0.0) + totals.busy_s
 
 
-def process_shard(run: RunContext, ref: ShardRef, ingest_each: bool) -> ShardManifest:
-    shard = t.read_shard(ref, run.params.source, run.s3)
-    staged = run.staging.read_manifest(run.run_id, ref.shard_id)
-    if staged and staged.status == "generated" and staged.matches(shard.fingerprint, run.config_hash):
-        get_run_logger().info("shard %s: already generated with this content and config; skipped", ref.shard_id)
-    else:
-        out = t.generate(shard, run.params.generation_params(), run.config, run.config_hash)
-        run.manifest.engine_start_s = (run.manifest.engine_start_s or 0.0) + out.engine_start_s
-        staged = t.stage_shard(run.staging, shard_manifest(run, shard, out), out.results)
-    if ingest_each:
-        t.record_run(run.staging, run.manifest)
-        t.ingest(run.params.db, run.staging, run.run_id, [ref.shard_id])
-    return staged
+def log_generated(ref: ShardRef, out: Generation) -> None:
+    s = out.stats
+    get_run_logger().info(
+        "shard %s: %d request(s), %d tokens in %.2f s = %.1f tokens/s (%.2f engine-s); acceptance rate %.3f, "
+        "%.3f tokens per target forward", ref.shard_id, s.num_requests, s.num_output_tokens, out.generate_s,
+        out.tokens_per_s, s.engine_s, s.acceptance_rate, s.tokens_per_forward)
 
 
 def shard_manifest(run: RunContext, shard: LoadedShard, out: Generation) -> ShardManifest:

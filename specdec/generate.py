@@ -21,7 +21,7 @@ from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
-from specdec.streaming import DEFAULT_READ_AHEAD_REQUESTS, EngineHolder, ShardOutcome, ShardWork, StreamTotals, run_stream
+from specdec.streaming import EngineHolder, ShardOutcome, ShardWork, StreamTotals, run_stream
 
 
 @dataclasses.dataclass
@@ -56,13 +56,12 @@ ShardDone = Callable[[ShardWork, Generation | None, BaseException | None], None]
 
 
 def generate_shards(shards: Iterable[ShardRows], params: GenerationParams, config_hash: str, config: dict[str, Any],
-                    on_done: ShardDone, *, read_ahead_requests: int = DEFAULT_READ_AHEAD_REQUESTS,
-                    sequential: bool = False, strict: bool = False,
+                    on_done: ShardDone, *, sequential: bool = False, strict: bool = False,
                     on_progress: Callable[[Any], None] | None = None) -> StreamTotals:
     """Generate every shard through one engine stream; `on_done(work, generation, error)` gets
     each shard once, as soon as its last request finishes (in a background thread unless
-    `sequential`). Shards are tokenized ahead of the engine, at most `read_ahead_requests`
-    requests ahead. `strict`: a row that cannot run fails its shard before anything of it is
+    `sequential`). Shards are tokenized ahead of the engine, at most `params.read_ahead_requests`
+    requests ahead; `sequential` is the worker this replaced (for the run bench). `strict`: a row that cannot run fails its shard before anything of it is
     generated."""
     engines = EngineHolder(lambda: get_engine(params))
 
@@ -83,7 +82,7 @@ def generate_shards(shards: Iterable[ShardRows], params: GenerationParams, confi
         on_done(work, Generation(table, outcome.stats, work.quarantined, engines.start_s, outcome.generate_s,
                                  len(num_samples)), None)
 
-    return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=read_ahead_requests,
+    return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=params.read_ahead_requests,
                       stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)
 
 

@@ -96,8 +96,11 @@ class GenerationParams(BaseModel):
         "CPU cores vLLM-CPU keeps from its compute threads (default: none on machines with at "
         "most 4 CPUs, vLLM's own default elsewhere)"))
     stall_timeout_s: float = Field(600.0, gt=0.0, description=(
-        "a generate call (a shard) in which no request finishes for this many seconds fails, "
-        "naming it, and the engine is restarted for the next one"))
+        "an engine that makes no step for this many seconds while it holds requests is stopped: "
+        "the shards in it fail, naming them, and a fresh engine takes the rest"))
+    read_ahead_requests: int = Field(4096, ge=1, description=(
+        "requests read, validated and tokenized ahead of the engine (a bound on the worker's "
+        "memory; a larger shard is still read, alone)"))
 
     @model_validator(mode="after")
     def _consistent(self) -> "GenerationParams":

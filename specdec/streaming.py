@@ -32,11 +32,6 @@ from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 log = logging.getLogger(__name__)
 
-# Requests read ahead of the engine: enough to keep a large batch fed across shard
-# boundaries, few enough that memory stays flat over thousands of shards.
-DEFAULT_READ_AHEAD_REQUESTS = 4096
-
-
 @dataclasses.dataclass
 class ShardWork:
     """One shard, loaded: its requests (in order) and the rows that cannot run."""
@@ -57,10 +52,6 @@ class ShardOutcome:
     stats: ShardStats
     generate_s: float  # wall time from its first request in the engine to its last finished
     error: BaseException | None = None
-
-    @property
-    def engine_s(self) -> float:
-        return sum(r.engine_s for r in self.results)
 
 
 @dataclasses.dataclass
@@ -134,7 +125,7 @@ def run_stream(
     sampling: SamplingOptions,
     on_outcome: Callable[[ShardOutcome], None],
     *,
-    read_ahead_requests: int = DEFAULT_READ_AHEAD_REQUESTS,
+    read_ahead_requests: int,
     stall_timeout_s: float | None = None,
     sequential: bool = False,
     on_progress: Callable[[GenerationResult], None] | None = None,
@@ -280,7 +271,7 @@ class _StreamRunner:
         if shard.all_added and shard.num_done == len(shard.results):
             del self.open[owner]
             results = [r for r in shard.results if r is not None]
-            stats = ShardStats.aggregate(r.stats for r in results)
+            stats = ShardStats.of_results(results)
             take = getattr(self.engine, "take_source_counts", None)
             if take is not None and not self.open:  # the drafter counts by engine, not by shard
                 stats.add_source_counts(take())

@@ -11,8 +11,6 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 
-from specdec.generate import Generation, generate_rows
-from specdec.params import GenerationParams
 from specdec.prompts import InputError
 from tasks import ingest as ingest_mod
 from tasks import prompt_shards
@@ -58,21 +56,6 @@ def read_shard(ref: ShardRef, source: str, s3: S3Options) -> LoadedShard:
     for bad in shard.rejected[:10]:
         logger.warning("shard %s row %d (id=%r): %s", ref.shard_id, bad.index, bad.id, bad.reason)
     return shard
-
-
-# No retries: a failed generation is not an I/O blip, and a retry would repeat minutes of work.
-@task(name="generate-shard", task_run_name="generate {shard.ref.shard_id}", cache_policy=NO_CACHE)
-def generate(shard: LoadedShard, params: GenerationParams, config: dict[str, Any], config_hash: str) -> Generation:
-    out = generate_rows(shard.rows, shard.rejected, params, f"shard {shard.ref.uri}", config_hash, config)
-    s = out.stats
-    get_run_logger().info(
-        "shard %s: %d request(s), %d tokens in %.2f s = %.1f tokens/s; acceptance rate %.3f, "
-        "%.3f tokens per target forward%s",
-        shard.ref.shard_id, s.num_requests, s.num_output_tokens, out.generate_s, out.tokens_per_s,
-        s.acceptance_rate, s.tokens_per_forward,
-        f" (engine started in {out.engine_start_s:.1f} s)" if out.engine_start_s else " (engine reused)",
-    )
-    return out
 
 
 @task(name="stage-shard", task_run_name="stage {manifest.shard_id}", **IO_RETRIES)

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tqdm import tqdm
 
 
 class EngineStalled(RuntimeError):
@@ -67,51 +66,3 @@ class StallWatch:
                 return
             if self._done.wait(remaining):
                 return
-
-
-def progress_bars(watch: StallWatch, show: bool) -> Callable[..., Any]:
-    """The `use_tqdm` callable for vLLM's `LLM.generate`: its finished-request bar is a
-    Progress; the bar vLLM wraps around the prompts it adds is plain tqdm, or none."""
-
-    def make(iterable: Any = None, **options: Any) -> Any:
-        if iterable is not None:
-            return tqdm(iterable, **options) if show else iterable
-        return Progress(watch, show, **options)
-
-    return make
-
-
-class Progress:
-    """vLLM's bar of finished requests: counts them for a StallWatch, and draws a tqdm bar
-    when `show` is set.
-
-    Duck-types the part of tqdm vLLM uses (n, postfix, format_dict["elapsed"], update,
-    refresh, close); a disabled tqdm reports an elapsed time of 0, which vLLM divides by."""
-
-    def __init__(self, watch: StallWatch, show: bool, **bar_options: Any) -> None:
-        self._watch = watch
-        self._bar = tqdm(**bar_options) if show else None
-        self._started = time.perf_counter()
-        self.n = 0
-        self.postfix: Any = bar_options.get("postfix", "")
-
-    @property
-    def format_dict(self) -> dict[str, Any]:
-        if self._bar is not None:
-            return self._bar.format_dict
-        return {"elapsed": max(time.perf_counter() - self._started, 1e-9)}
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-        self._watch.progress()
-        if self._bar is not None:
-            self._bar.postfix = self.postfix
-            self._bar.update(n)
-
-    def refresh(self) -> None:
-        if self._bar is not None:
-            self._bar.refresh()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()

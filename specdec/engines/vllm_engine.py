@@ -8,15 +8,19 @@ step's drafted and accepted tokens), for every speculative method alike.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from tqdm import tqdm
+
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import calibration, cpu_threads, onednn_cache, processes, vllm_proposer
-from specdec.engines.stall import EngineStalled, StallWatch, progress_bars
+from specdec.engines.engine_stream import RequestUpdate
+from specdec.engines.stall import EngineStalled, StallWatch
 from specdec.engines.vllm_version import check_vllm_version
 from specdec.models import resolve_model, tokenizer_digest
 from specdec.stats import request_stats
@@ -98,6 +102,7 @@ class VllmEngine:
         # By PID, so that close() and kill() can make sure none outlives this engine.
         self.processes = processes.engine_processes(self.llm)
         self.alive = True  # False once closed or killed: the engine cache starts a new one
+        self._open: dict[str, _Open] = {}  # requests in the engine, by request id
         self.k_engine = spec_cfg["num_speculative_tokens"] if spec_cfg else 0  # fixed at start-up
         if spec.method == "specdec":
             self.bind(spec)
@@ -138,7 +143,7 @@ class VllmEngine:
         self.alive = False
         processes.kill(self.processes, wait_s=2.0)
 
-    def _stop_stalled(self, limit_s: float) -> None:
+    def stop_stalled(self, limit_s: float) -> None:
         """StallWatch callback: kill the engine, then wake the call blocked on it."""
         log.error("no request finished for %.0f s: stopping the engine (pids %s)", limit_s,
                   ", ".join(str(p.pid) for p in self.processes))
@@ -162,84 +167,122 @@ class VllmEngine:
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()
 
-    def generate(
-        self,
-        requests: Sequence[GenerationRequest],
-        sampling: SamplingOptions,
-        batch_size: int | None = None,
-        show_progress: bool = False,
-        stall_timeout_s: float | None = None,
-    ) -> list[GenerationResult]:
-        """Generate all requests.
-
-        Without `batch_size` all requests go to vLLM at once and its scheduler keeps up to
-        `max_num_seqs` running (continuous batching). With `batch_size`, requests go in
-        groups of that size, one group after another: what a benchmark at a fixed batch
-        size needs from a single engine.
-
-        With `stall_timeout_s`, a call in which no request finishes for that long kills the
-        engine and raises EngineStalled (the engine is then dead: `alive` is False).
-        """
-        if not self.alive:
-            raise EngineStalled("this engine was stopped; start a new one")
-        outputs: list[Any] = []
-        step = batch_size or len(requests) or 1
-        with StallWatch(stall_timeout_s, lambda: self._stop_stalled(stall_timeout_s or 0.0)) as watch:
-            try:
-                for start in range(0, len(requests), step):
-                    chunk = requests[start : start + step]
-                    outputs.extend(self._generate_chunk(chunk, sampling, watch, show_progress, first_index=start))
-                if self.spec.method == "specdec" and self.spec.cache_file:
-                    self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
-            except Exception as exc:
-                if watch.stalled:  # whatever vLLM raised once its engine was killed
-                    raise EngineStalled(f"no request finished for {stall_timeout_s:.0f} s; the engine "
-                                        "was stopped") from exc
-                raise
-        return [self._result(req, out) for req, out in zip(requests, outputs, strict=True)]
-
-    def _generate_chunk(
-        self,
-        requests: Sequence[GenerationRequest],
-        sampling: SamplingOptions,
-        watch: StallWatch,
-        show_progress: bool,
-        first_index: int = 0,
-    ) -> list[Any]:
-        """vLLM's RequestOutputs for `requests`, in order."""
-        from vllm import SamplingParams
+    # The request-level loop (specdec.engines.engine_stream.RequestEngine).
+    def add_request(self, request_id: str, request: GenerationRequest, sampling: SamplingOptions,
+                    seed_index: int) -> None:
+        """Queue one request; `seed_index`: its place in its shard, for the default seed rule."""
         from vllm.inputs import TokensPrompt
 
-        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)) for r in requests]
-        params = [
-            SamplingParams(
-                max_tokens=r.max_tokens,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                top_k=sampling.top_k if sampling.top_k > 0 else -1,
-                # a request's own seed (one per sample, see specdec.sampling_seeds) wins; else
-                # request i of the whole call gets seed + i, however it is chunked
-                seed=r.seed if r.seed is not None else (
-                    None if sampling.seed is None else sampling.seed + first_index + i),
-                ignore_eos=sampling.ignore_eos,
-            )
-            for i, r in enumerate(requests)
-        ]
-        return self.llm.generate(prompts, params, use_tqdm=progress_bars(watch, show_progress))
+        if not self.alive:
+            raise EngineStalled("this engine was stopped; start a new one")
+        self.llm.llm_engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)),
+                                        _sampling_params(request, sampling, seed_index))
+        self._open[request_id] = _Open(request)
 
-    def _result(self, req: GenerationRequest, out: Any) -> GenerationResult:
-        completion = out.outputs[0]
+    def step(self) -> list[RequestUpdate]:
+        """One engine step: every request's new tokens, and the results of those that finished."""
+        updates = []
+        for out in self.llm.llm_engine.step():
+            state = self._open.get(out.request_id)
+            if state is None:
+                continue
+            completion = out.outputs[0]
+            state.token_ids.extend(completion.token_ids)
+            state.text.append(completion.text)
+            result = None
+            if out.finished:
+                del self._open[out.request_id]
+                result = self._result(state, completion)
+            updates.append(RequestUpdate(out.request_id, len(completion.token_ids), result))
+        return updates
+
+    def abort_requests(self, request_ids: list[str]) -> None:
+        self.llm.llm_engine.abort_request(request_ids)
+        for request_id in request_ids:
+            self._open.pop(request_id, None)
+
+    def set_stream_ending(self, ending: bool) -> None:
+        """Tell specdec's drafter whether more requests will join (see vllm_proposer)."""
+        if self.spec.method == "specdec" and self.alive:
+            self.llm.collective_rpc(vllm_proposer.set_stream_ending, args=(ending,))
+
+    def finish_stream(self) -> None:
+        """The stream's requests are done: specdec's cache goes to its file."""
+        if self.spec.method == "specdec" and self.spec.cache_file and self.alive:
+            self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingOptions,
+                 batch_size: int | None = None, show_progress: bool = False,
+                 stall_timeout_s: float | None = None) -> list[GenerationResult]:
+        """Generate all requests, in order: continuous batching over all of them, or with
+        `batch_size` in groups of that size, each to its end (what a benchmark at a fixed batch
+        size needs). A call in which no step ends for `stall_timeout_s` kills the engine and
+        raises EngineStalled."""
+        from specdec.engines.engine_stream import EngineStream
+
+        results: list[GenerationResult | None] = [None] * len(requests)
+        stream = EngineStream(self, sampling)
+        group = batch_size or len(requests) or 1
+        bar = tqdm(total=len(requests), unit="req") if show_progress else None
+        with StallWatch(stall_timeout_s, lambda: self.stop_stalled(stall_timeout_s or 0.0)) as watch:
+            try:
+                for start in range(0, len(requests), group):
+                    for i in range(start, min(start + group, len(requests))):
+                        stream.add("call", i, requests[i])
+                    while stream.num_in_flight:
+                        for done in stream.step():
+                            results[done.index] = done.result
+                            if bar is not None:
+                                bar.update(1)
+                        watch.progress()
+                self.finish_stream()
+            except Exception as exc:
+                if watch.stalled:  # whatever vLLM raised once its engine was killed
+                    raise EngineStalled(f"no engine step for {stall_timeout_s:.0f} s; the engine was stopped") from exc
+                raise
+            finally:
+                if bar is not None:
+                    bar.close()
+        return [r for r in results if r is not None]
+
+    def _result(self, state: "_Open", completion: Any) -> GenerationResult:
+        req = state.request
         metrics = completion.spec_decode_metrics
         drafted = list(metrics.per_step_drafted) if metrics else []
         accepted = list(metrics.per_step_accepted) if metrics else []
-        token_ids = list(completion.token_ids)
         return GenerationResult(
             id=req.id,
             sample=req.sample,
-            completion=completion.text,
-            output_token_ids=token_ids,
+            completion="".join(state.text),
+            output_token_ids=state.token_ids,
             finish_reason=str(completion.finish_reason),
-            stats=request_stats(len(token_ids), drafted, accepted, self.spec.k_ceiling, self.spec.speculative),
+            stats=request_stats(len(state.token_ids), drafted, accepted, self.spec.k_ceiling, self.spec.speculative),
             per_step_drafted=drafted,
             per_step_accepted=accepted,
         )
+
+
+@dataclasses.dataclass
+class _Open:
+    """A request in the engine: its tokens and text so far (vLLM hands back deltas)."""
+
+    request: GenerationRequest
+    token_ids: list[int] = dataclasses.field(default_factory=list)
+    text: list[str] = dataclasses.field(default_factory=list)
+
+
+def _sampling_params(request: GenerationRequest, sampling: SamplingOptions, seed_index: int) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        max_tokens=request.max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k if sampling.top_k > 0 else -1,
+        # a request's own seed (one per sample, see specdec.sampling_seeds) wins; else the
+        # i-th request of its shard gets seed + i, however the stream interleaves shards
+        seed=request.seed if request.seed is not None else (None if sampling.seed is None else sampling.seed + seed_index),
+        ignore_eos=sampling.ignore_eos,
+        output_kind=RequestOutputKind.DELTA,  # new tokens each step: the stream attributes time by them
+    )

@@ -47,7 +47,10 @@ class SpecdecVllmProposer:
         self.budget = False
         self.timer = StepTimer()
         self.forced_k: int | None = None  # calibration: draft exactly this many tokens
-        self.drafting = True  # off: no drafts and no controller call (the bench's in-engine baseline)
+        self.drafting = True  # off: no drafts and no controller call (an in-engine baseline)
+        # No more requests will join (the stream's end, or no stream at all): free rows are the
+        # run's tail, where the budget may draft up to k_ceiling.
+        self.stream_ending = True
 
     def load_model(self, target_model: Any) -> None:
         """No draft model to load."""
@@ -77,9 +80,9 @@ class SpecdecVllmProposer:
         # [max_num_reqs] each input-batch row's prompt length (vLLM 0.32's InputBatch; None:
         # unknown, see bind): the drafter groups requests of a prompt by it
         prompt_lens = getattr(batch, "num_prompt_tokens", None)
-        # A batch with free rows has nothing waiting to join: the wave's tail, where the
-        # budget may draft up to the engine's K instead of k_max (SpecConfig.k_ceiling).
-        tail = len(sampled_token_ids) < self.max_num_seqs
+        # Free rows while nothing more will join: the run's tail, where the budget may draft up
+        # to the engine's K instead of k_max (SpecConfig.k_ceiling).
+        tail = self.stream_ending and len(sampled_token_ids) < self.max_num_seqs
         drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec,
                                                 token_ids_cpu, self.timer.model if budget else None, self.forced_k,
                                                 timed=budget, num_prompt_tokens=prompt_lens, tail=tail)
@@ -130,6 +133,16 @@ def set_drafting(worker: Any, enabled: bool) -> bool:
     if drafter is None:
         return False
     drafter.drafting = enabled
+    return True
+
+
+def set_stream_ending(worker: Any, ending: bool) -> bool:
+    """Whether more requests will join this engine's stream (False until its read-ahead is
+    exhausted); False: no specdec drafter in this worker."""
+    drafter = _drafter(worker)
+    if drafter is None:
+        return False
+    drafter.stream_ending = ending
     return True
 
 

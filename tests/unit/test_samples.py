@@ -139,20 +139,14 @@ def test_bench_style_calls_keep_one_request_per_row():
 
 
 def test_the_engine_passes_a_requests_own_seed_to_vllm():
-    from specdec.engines.vllm_engine import VllmEngine
+    from specdec.engines.vllm_engine import _sampling_params
 
-    class FakeLLM:
-        def generate(self, prompts, params, use_tqdm=None):
-            self.seeds = [p.seed for p in params]
-            return [None] * len(prompts)
-
-    engine = object.__new__(VllmEngine)  # only _generate_chunk runs: no vLLM engine is started
-    engine.llm = FakeLLM()
-    requests = [GenerationRequest("a", (1, 2), 4, sample=0, seed=99), GenerationRequest("b", (1, 2), 4)]
-    engine._generate_chunk(requests, SamplingOptions(temperature=0.5, seed=10), None, False, first_index=4)
-    assert engine.llm.seeds == [99, 15]  # own seed; else the call's seed + position, as before
-    engine._generate_chunk(requests[1:], SamplingOptions(temperature=0.5), None, False)
-    assert engine.llm.seeds == [None]
+    own = GenerationRequest("a", (1, 2), 4, sample=0, seed=99)
+    plain = GenerationRequest("b", (1, 2), 4)
+    sampling = SamplingOptions(temperature=0.5, seed=10)
+    # own seed; else the run's seed + the request's place in its shard, however shards interleave
+    assert [_sampling_params(r, sampling, i).seed for i, r in ((4, own), (5, plain))] == [99, 15]
+    assert _sampling_params(plain, SamplingOptions(temperature=0.5), 5).seed is None
 
 
 # --- the one generate path -----------------------------------------------------------------

@@ -27,6 +27,7 @@ def holder(engine) -> EngineHolder:
 
 def run(works, engine, **options):
     outcomes = []
+    options.setdefault("read_ahead_requests", 64)
     totals = run_stream(works, holder(engine), SamplingOptions(), outcomes.append, **options)
     return outcomes, totals
 
@@ -58,7 +59,7 @@ def test_small_shards_keep_the_engine_full_and_the_sequential_worker_drains_it()
 def test_attributed_engine_time_adds_up_to_the_busy_time():
     engine = TokenByToken(max_num_seqs=3, step_s=0.002)
     outcomes, totals = run([shard(k, [4, 9, 1, 2]) for k in "abc"], engine)
-    attributed = sum(o.engine_s for o in outcomes)
+    attributed = sum(o.stats.engine_s for o in outcomes)
     assert totals.busy_s > 0
     assert attributed == pytest.approx(totals.busy_s, rel=1e-9)
     assert all(r.engine_s > 0 for o in outcomes for r in o.results)
@@ -119,7 +120,8 @@ def test_a_hand_on_that_fails_loses_no_other_shard_and_is_raised_at_the_end():
         delivered.append(outcome.work.key)
 
     with pytest.raises(OSError, match="staging unreachable"):
-        run_stream([shard(k, [2, 3]) for k in "abc"], holder(engine), SamplingOptions(), on_outcome)
+        run_stream([shard(k, [2, 3]) for k in "abc"], holder(engine), SamplingOptions(), on_outcome,
+                   read_ahead_requests=64)
     assert sorted(delivered) == ["a", "c"]
 
 
@@ -154,7 +156,7 @@ def test_a_stalled_engine_fails_the_shards_in_it_and_a_fresh_engine_takes_the_re
         yield shard("b", [2])
 
     run_stream(loads(), EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append,
-               stall_timeout_s=0.3)
+               read_ahead_requests=64, stall_timeout_s=0.3)
     by_key = {o.work.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled) and "shard a" in str(by_key["a"].error)
     assert by_key["b"].error is None and len(by_key["b"].results) == 1
