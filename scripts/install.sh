@@ -36,7 +36,7 @@ pip=("$VENV/bin/python" -m pip install --disable-pip-version-check)
 # Every package at its locked version, in one step and without a resolve (scripts/lock.py
 # resolved them: `$VENV/bin/python scripts/lock.py $TARGET` regenerates the lock). The lock also
 # constrains the isolated build environments below, so no package comes in two versions.
-export PIP_BUILD_CONSTRAINT="$PWD/$lock"
+pip+=(--build-constraint "$lock")
 "${pip[@]}" --no-deps -r "$lock"
 "${pip[@]}" --no-deps -e .
 
