@@ -7,10 +7,12 @@ read, not the wheels) for the interpreter and platform it runs on, which must be
 lock is for. Versions already in the lock are kept unless --upgrade. scripts/install.sh then
 installs exactly the lock with --no-deps: no resolve at install time.
 
-Two resolves, because one cannot succeed: vLLM pins fastapi<0.137 (for its OpenAI server,
-which this project never starts) and every Prefect since 3.8 needs fastapi>=0.139. The engine
-is resolved first; the pipeline and test tools are resolved against the engine's versions,
-with only the names in OVERRIDDEN free to differ, and the tools' versions win.
+One resolve, with the engine's own requirements spelled out: vLLM pins fastapi<0.137 (for its
+OpenAI server, which this project never starts) and every Prefect since 3.8 needs
+fastapi>=0.139, so no resolve of vLLM with its requirements as published can succeed. The lock
+resolves the project (pipeline, bench and test extras) together with vLLM's requirements,
+read from its metadata, with the bound on the names in OVERRIDDEN dropped; vLLM itself is
+pinned without its dependencies.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
 REPO = Path(__file__).resolve().parents[1]
-ENGINE_EXTRA = {"cpu": "cpu", "gpu": "gpu"}
+ENGINE_EXTRA = {"cpu": "cpu", "gpu": "gpu"}  # each holds one requirement: the engine
 TOOL_EXTRAS = "pipeline,bench,test"
 # The one deliberate disagreement (see the module docstring); pip check names it.
 OVERRIDDEN = frozenset({"fastapi"})
@@ -58,35 +64,52 @@ def read_pins(path: Path) -> dict[str, str]:
     return pins
 
 
-def resolve(requirements: list[str], constraints: dict[str, str]) -> dict[str, str]:
-    """What pip would install for `requirements` into an empty environment, as pins."""
+def dry_run(arguments: list[str]) -> list[dict]:
+    """The `install` items of pip's report for `pip install --dry-run <arguments>`."""
     with tempfile.TemporaryDirectory() as tmp:
-        constraint_file = Path(tmp) / "constraints.txt"
-        constraint_file.write_text("".join(f"{pin}\n" for pin in sorted(constraints.values())))
         report = Path(tmp) / "report.json"
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-             "--disable-pip-version-check", "--report", str(report), "-c", str(constraint_file),
-             *requirements],
+             "--disable-pip-version-check", "--report", str(report), *arguments],
             cwd=REPO, check=True,
         )
-        installs = json.loads(report.read_text())["install"]
-    pins = {}
-    for item in installs:
-        name, version = item["metadata"]["name"], item["metadata"]["version"]
-        if canonical(name) != "specdec":
-            pins[canonical(name)] = f"{name}=={version}"
-    return pins
+        return json.loads(report.read_text())["install"]
+
+
+def pin_of(item: dict) -> tuple[str, str]:
+    name, version = item["metadata"]["name"], item["metadata"]["version"]
+    return canonical(name), f"{name}=={version}"
+
+
+def engine_requirements(target: str) -> tuple[str, list[str]]:
+    """The engine's pin and its requirements as this project takes them (see the docstring)."""
+    extra = ENGINE_EXTRA[target]
+    [engine] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
+    [item] = dry_run(["--no-deps", engine])
+    taken = []
+    for line in item["metadata"].get("requires_dist", []):
+        requirement = Requirement(line)
+        name = canonical(requirement.name)
+        if "extra" in str(requirement.marker or "") or name in LEFT_OUT[target]:
+            continue
+        if name in OVERRIDDEN:
+            requirement.specifier = SpecifierSet()
+        taken.append(str(requirement))
+    return pin_of(item)[1], taken
 
 
 def lock(target: str, previous: dict[str, str]) -> dict[str, str]:
-    """The pins of a `target` install: engine, then tools against it, then the data package."""
+    """The pins of a `target` install: one resolve, plus the engine and the data package."""
+    engine_pin, requirements = engine_requirements(target)
     keep = {name: pin for name, pin in previous.items() if name not in OVERRIDDEN}
-    engine = resolve([f".[{ENGINE_EXTRA[target]}]"], keep)
-    fixed = {name: pin for name, pin in {**keep, **engine}.items() if name not in OVERRIDDEN}
-    tools = resolve([f".[{TOOL_EXTRAS}]"], fixed)
-    pins = {name: pin for name, pin in {**engine, **tools}.items() if name not in LEFT_OUT[target]}
-    for pin in DATA_ONLY:
+    with tempfile.TemporaryDirectory() as tmp:
+        constraints = Path(tmp) / "constraints.txt"
+        constraints.write_text("".join(f"{pin}\n" for pin in sorted(keep.values())))
+        items = dry_run(["-c", str(constraints), f".[{TOOL_EXTRAS}]", *requirements])
+    pins = dict(pin_of(item) for item in items)
+    pins.pop("specdec")
+    pins = {name: pin for name, pin in pins.items() if name not in LEFT_OUT[target]}
+    for pin in [engine_pin, *DATA_ONLY]:
         pins[canonical(pin.split("==")[0])] = pin
     pins["pip"] = f"pip=={metadata.version('pip')}"  # the pip that resolved it installs it
     return pins
