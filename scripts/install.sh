@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install everything into a virtual environment, at the versions in constraints/$TARGET.txt.
 # Idempotent: re-running with unchanged inputs is a no-op (stamp file); a changed lock,
-# pyproject.toml, this script, the suffix-tree
-# recipe (packaging/suffix_tree) or the compiled drafter's sources (packaging/specdec_native)
-# reinstalls, and each native build is redone only when its own sources changed.
+# pyproject.toml, this script, the suffix-tree recipe (packaging/suffix_tree) or the compiled
+# drafter's sources (packaging/specdec_native) reinstalls, and each native build is redone
+# only when its own sources changed.
 #   scripts/install.sh [VENV]        (SPECDEC_TARGET=gpu for hosts with CUDA: installs `vllm`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
