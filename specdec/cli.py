@@ -25,7 +25,7 @@ from specdec.prompts import InputError
 COMMAND_GROUP = "specdec.commands"
 # Named here only to say what to install when the group does not provide them.
 PIPELINE_COMMANDS = ("run", "report", "sql")
-PIPELINE_HINT = "install it with pip install 'specdec[pipeline]' (Prefect, DuckDB, s3fs)"
+PIPELINE_HINT = "install it with pip install 'specdec[pipeline]' (Prefect, DuckDB)"
 
 
 class PipelineMissing(RuntimeError):
