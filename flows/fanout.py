@@ -33,6 +33,7 @@ from tasks.prompt_shards import ShardRef
 from tasks.storage import S3Options
 
 SHARD_FLOW = "speculative-generation-shards"
+_READ_PAGE = 100  # groups per artifact query: one table artifact each, within the API's page limit
 GROUP_FIGURES = "specdec fan-out group: shards, failures, engine busy seconds"
 
 
@@ -159,9 +160,12 @@ def _record_group_figures(figures: dict[str, Any]) -> None:
 
 def _read_group_busy_s(flow_run_ids: list) -> dict[Any, float | None]:
     """Each group's engine_busy_s from its figures artifact (absent: the group did not get there)."""
+    artifacts = []
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=flow_run_ids), type=ArtifactFilterType(any_=["table"])))
+        for first in range(0, len(flow_run_ids), _READ_PAGE):  # the API returns a page at most
+            artifacts += client.read_artifacts(limit=_READ_PAGE, artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=flow_run_ids[first:first + _READ_PAGE]),
+                type=ArtifactFilterType(any_=["table"])))
     found: dict[Any, float | None] = {}
     for artifact in artifacts:
         if artifact.description == GROUP_FIGURES and isinstance(artifact.data, str):
