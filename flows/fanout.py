@@ -1,41 +1,72 @@
 """Scale-out: one run over many workers through a Prefect work pool.
 
-The parent flow `speculative-generation-fanout` lists the run's shards, splits them into
-groups and submits each group as a child flow run of a deployment of
+The parent flow `speculative-generation-fanout` lists the run's shards, sizes them from their
+Parquet footers, splits them into groups of about equal estimated work and submits each group as a child flow run of a deployment of
 `speculative-generation-shards` (`run_deployment`): any worker of that deployment's pool (e.g.
 one per GPU host on pool `gpu`) picks a group, generates it with its own engine and stages the
 results (a shared S3 prefix). Workers never open DuckDB: when every group has finished, the
 parent ingests the staged shards once. A shard is staged by exactly one group, and re-running
-the parent resumes (staged shards whose content and config match are not generated again).
+the parent resumes (staged shards whose content and config match are not generated again). Groups are fixed at submission: the run ends with its slowest group.
 """
 
 from __future__ import annotations
 
+import heapq
+import json
 import time
 from typing import Any
 
-from prefect import flow, get_client, get_run_logger
+from prefect import flow, get_client, get_run_logger, task
+from prefect.artifacts import create_table_artifact
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterType
+from prefect.client.schemas.objects import State
 from prefect.deployments import run_deployment
+from prefect.states import Pending
 
 from flows.generation import finish_run
 from flows.params import FlowParams
 from flows.shard_run import RunContext, process_shards, summary, worker_name
 from specdec.engine_cache import closing_on_interrupt
 from tasks import prefect_tasks as t
+from tasks import prompt_shards
 from tasks.prompt_shards import ShardRef
+from tasks.storage import S3Options
 
 SHARD_FLOW = "speculative-generation-shards"
+_READ_PAGE = 100  # groups per artifact query: one table artifact each, within the API's page limit
+GROUP_FIGURES = "specdec fan-out group: shards, failures, engine busy seconds"
 
 
 def split_into_groups(refs: list[ShardRef], num_groups: int) -> list[list[ShardRef]]:
-    """Round-robin, so groups differ by at most one shard; no empty groups."""
+    """Groups of about equal estimated work (ShardRef.work; None counts as 0): largest shard
+    first onto the least-loaded group, so loads differ by at most the largest shard's work.
+    At most `num_groups`, none empty; each group largest first; the same input, the same split."""
     n = max(1, min(num_groups, len(refs)))
-    return [refs[i::n] for i in range(n)]
+    groups: list[list[ShardRef]] = [[] for _ in range(n)]
+    # (load, shards, index): among equal loads an empty group comes first, so none stays empty
+    loads = [(0.0, 0, i) for i in range(n)]
+    for ref in sorted(refs, key=lambda r: (-(r.work or 0.0), r.shard_id)):
+        load, count, i = heapq.heappop(loads)
+        groups[i].append(ref)
+        heapq.heappush(loads, (load + (ref.work or 0.0), count + 1, i))
+    return groups
+
+
+@task(name="size-shards", **t.IO_RETRIES)
+def size_shards(refs: list[ShardRef], params: FlowParams, s3: S3Options) -> list[ShardRef]:
+    """Each shard's rows and estimated work from its Parquet footer (tasks.prompt_shards)."""
+    sized = prompt_shards.with_footer_sizes(refs, params.source, params.samples, params.max_tokens, s3)
+    unread = [r.shard_id for r in sized if r.num_rows is None]
+    if unread:
+        get_run_logger().warning("%d shard(s) without a readable footer count as no work: %s",
+                                 len(unread), ", ".join(unread[:10]))
+    return sized
 
 
 @flow(name=SHARD_FLOW, log_prints=False)
 def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -> dict[str, Any]:
-    """Child flow: generate and stage the given shards of a run (no DuckDB here).
+    """Child flow: generate and stage the given shards of a run (no DuckDB here); returns its
+    figures (worker, shards, failures, engine_busy_s) and records them for the parent.
     `params`: FlowParams fields as JSON (no credentials); `shards`: [{"shard_id", "uri"}]."""
     p = FlowParams(**params)
     p.check_model_folders()
@@ -45,7 +76,10 @@ def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -
                           worker_name(), __file__)
     with closing_on_interrupt():  # cancelled: the engine goes before the process does
         process_shards(run, refs, ingest_each=False)
-    return {"worker": worker_name(), "shards": [r.shard_id for r in refs], "failures": run.failures}
+    figures = {"worker": worker_name(), "shards": [r.shard_id for r in refs], "failures": run.failures,
+               "engine_busy_s": run.manifest.engine_busy_s}
+    _record_group_figures(figures)
+    return figures
 
 
 @flow(name="speculative-generation-fanout", log_prints=False)
@@ -66,7 +100,7 @@ def speculative_generation_fanout(
     logger = get_run_logger()
     run = RunContext(params)
     t.record_run(run.staging, run.manifest)
-    refs = t.list_shards(params.source, params.shard_glob, run.s3)
+    refs = size_shards(t.list_shards(params.source, params.shard_glob, run.s3), params, run.s3)
     run.manifest.num_shards = len(refs)
     groups = split_into_groups(refs, num_groups)
     child_params = params.shareable()
@@ -77,7 +111,8 @@ def speculative_generation_fanout(
                 shard_deployment, timeout=0, flow_run_name=f"{run.run_id}-group-{i + 1}-of-{len(groups)}",
                 parameters={"params": child_params, "shards": [{"shard_id": r.shard_id, "uri": r.uri} for r in group]},
             )
-            logger.info("group %d/%d (%d shard(s)) -> flow run %s", i + 1, len(groups), len(group), child.name)
+            logger.info("group %d/%d (%d shard(s), ~%.0f output tokens) -> flow run %s", i + 1, len(groups),
+                        len(group), sum(r.work or 0.0 for r in group), child.name)
             children.append(child.id)
         states = _wait_for(children, group_timeout_s)
     except BaseException as exc:
@@ -85,27 +120,58 @@ def speculative_generation_fanout(
             _cancel_children(children)
         raise
     for child_id, state in states.items():
-        if state != "COMPLETED":
-            run.failures.append(f"child flow run {child_id} ended {state}")
+        if state.type.value != "COMPLETED":
+            run.failures.append(f"child flow run {child_id} ended {state.type.value}")
+    run.manifest.engine_busy_s = total_engine_busy_s(_read_group_busy_s(children), children)
+    if run.manifest.engine_busy_s is None:
+        logger.warning("not every group reported its engine busy time: the run's is not recorded")
     _collect(run, refs)
     t.ingest(params.db, run.staging, run.run_id, [m.shard_id for m in run.outcomes])
     finish_run(run)
     return {**summary(run, len(refs)), "groups": [[r.shard_id for r in g] for g in groups]}
 
 
-def _wait_for(flow_run_ids: list, timeout_s: float, poll_s: float = 2.0) -> dict[Any, str]:
-    """Final state type of each child flow run (or the last seen one at the timeout)."""
+def _wait_for(flow_run_ids: list, timeout_s: float, poll_s: float = 2.0) -> dict[Any, State]:
+    """Final state of each child flow run (or the last seen one at the timeout)."""
     deadline = time.monotonic() + timeout_s
-    states: dict[Any, str] = {}
+    states: dict[Any, State] = {}
     with get_client(sync_client=True) as client:
         while True:
             for fid in flow_run_ids:
-                state = client.read_flow_run(fid).state
-                states[fid] = state.type.value if state else "PENDING"
-            finals = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-            if all(s in finals for s in states.values()) or time.monotonic() > deadline:
+                states[fid] = client.read_flow_run(fid).state or Pending()
+            if all(s.is_final() for s in states.values()) or time.monotonic() > deadline:
                 return states
             time.sleep(poll_s)
+
+
+def total_engine_busy_s(busy_by_group: dict[Any, float | None], group_ids: list) -> float | None:
+    """The groups' engine busy time summed; None unless every group reported one (a partial
+    sum would understate the run)."""
+    figures = [busy_by_group.get(gid) for gid in group_ids]
+    return None if not figures or any(f is None for f in figures) else float(sum(figures))  # type: ignore[arg-type]
+
+
+def _record_group_figures(figures: dict[str, Any]) -> None:
+    """A table artifact on the group's flow run: the parent reads it through the Prefect API,
+    from any host (a flow's return value is not persisted, and persisting it would persist
+    every task's result too, prompts included)."""
+    create_table_artifact([figures], description=GROUP_FIGURES)
+
+
+def _read_group_busy_s(flow_run_ids: list) -> dict[Any, float | None]:
+    """Each group's engine_busy_s from its figures artifact (absent: the group did not get there)."""
+    artifacts = []
+    with get_client(sync_client=True) as client:
+        for first in range(0, len(flow_run_ids), _READ_PAGE):  # the API returns a page at most
+            artifacts += client.read_artifacts(limit=_READ_PAGE, artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=flow_run_ids[first:first + _READ_PAGE]),
+                type=ArtifactFilterType(any_=["table"])))
+    found: dict[Any, float | None] = {}
+    for artifact in artifacts:
+        if artifact.description == GROUP_FIGURES and isinstance(artifact.data, str):
+            rows = json.loads(artifact.data)
+            found[artifact.flow_run_id] = rows[0].get("engine_busy_s") if rows else None
+    return found
 
 
 def _cancel_children(flow_run_ids: list) -> None:

@@ -66,8 +66,9 @@ def put_shards(endpoint: str) -> None:
                     filesystem=fs)
 
 
-def shards_generated(task_runs) -> collections.Counter:
-    return collections.Counter(tr.name.removeprefix("generate ") for tr in task_runs if tr.name.startswith("generate "))
+def shards_staged(task_runs) -> collections.Counter:
+    """Shards by their stage task runs: a shard is staged once, the moment it is generated."""
+    return collections.Counter(tr.name.removeprefix("stage ") for tr in task_runs if tr.name.startswith("stage "))
 
 
 def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers, s3_env, make_bucket,
@@ -96,6 +97,8 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
     assert query(db, "SELECT status, shards_done, num_prompts FROM v_run_summary") == [
         ("completed", NUM_SHARDS, NUM_SHARDS)]
     assert query(db, "SELECT balanced FROM v_run_accounting") == [(True,)]
+    # the parent summed both groups' engine busy time (read from their figures artifacts)
+    assert query(db, "SELECT engine_busy_s > 0 FROM runs") == [(True,)]
     workers = {shard: worker.split(":")[0] for shard, worker in by_shard.items()}
     print("shard split:", sorted(workers.items()))
     assert collections.Counter(workers.values()) == {"worker-a": 4, "worker-b": 4}
@@ -108,8 +111,8 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
     child_ids = [fr.id for fr in children]
     # The workers' processes ship task runs (as events) and logs on their own time: wait for them.
     every_shard_once = {f"part-{i:03d}.parquet": 1 for i in range(NUM_SHARDS)}
-    generated = shards_generated(task_runs(child_ids, lambda runs: shards_generated(runs) == every_shard_once))
-    assert generated == every_shard_once  # each shard exactly once
+    staged = shards_staged(task_runs(child_ids, lambda runs: shards_staged(runs) == every_shard_once))
+    assert staged == every_shard_once  # each shard exactly once
     checkout = str(REPO / "flows" / "fanout.py")
     logs = flow_run_logs(child_ids, lambda logs: any(checkout in entry.message for entry in logs))
     assert any(checkout in entry.message for entry in logs)  # the workers ran this checkout

@@ -1,0 +1,90 @@
+"""The fan-out's split: shards sized from their Parquet footers (rows x samples x max tokens)
+and shared out by estimated work, not by count. The groups on real workers:
+tests/pipeline/test_pipeline_fanout.py."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from flows.fanout import split_into_groups, total_engine_busy_s
+from support.shards import write_shard
+from tasks.prompt_shards import ShardRef, with_footer_sizes
+
+
+def refs_of(works: list[float]) -> list[ShardRef]:
+    return [ShardRef(f"s{i:03d}.parquet", f"/p/s{i:03d}.parquet", work=w) for i, w in enumerate(works)]
+
+
+def loads(groups: list[list[ShardRef]]) -> list[float]:
+    return [sum(r.work or 0.0 for r in g) for g in groups]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_groups_are_balanced_within_the_largest_shard_and_none_is_empty(seed):
+    rng = random.Random(seed)
+    works = [rng.choice([0.0, rng.uniform(1, 100), rng.uniform(100, 10_000)]) for _ in range(rng.randint(1, 60))]
+    num_groups = rng.randint(1, 8)
+    groups = split_into_groups(refs_of(works), num_groups)
+    assert len(groups) == min(num_groups, len(works))
+    assert all(groups)
+    assert sorted(r.shard_id for g in groups for r in g) == [r.shard_id for r in refs_of(works)]  # each once
+    assert max(loads(groups)) - min(loads(groups)) <= max(works) + 1e-9
+
+
+def test_one_large_shard_gets_a_group_of_its_own():
+    groups = split_into_groups(refs_of([100.0] + [10.0] * 10), 2)
+    assert [[r.shard_id for r in g] for g in groups][0] == ["s000.parquet"]
+    assert loads(groups) == [100.0, 100.0]
+
+
+def test_shards_of_no_work_still_fill_every_group():
+    groups = split_into_groups(refs_of([0.0, 0.0, 0.0, 5.0]) + [ShardRef("unsized", "/p/unsized")], 4)
+    assert [len(g) for g in groups] == [1, 2, 1, 1]  # the one shard with work keeps its group alone
+
+
+def test_the_same_shards_in_any_order_give_the_same_split():
+    refs = refs_of([7.0, 3.0, 3.0, 9.0, 1.0, 3.0, 8.0])
+    shuffled = refs[:]
+    random.Random(1).shuffle(shuffled)
+    assert split_into_groups(shuffled, 3) == split_into_groups(refs, 3)
+
+
+def test_equal_shards_split_evenly_by_count():
+    assert [len(g) for g in split_into_groups(refs_of([4.0] * 8), 2)] == [4, 4]
+
+
+def test_footer_sizes_use_rows_and_each_rows_own_settings(tmp_path):
+    write_shard(tmp_path / "plain.parquet", [{"id": str(i), "prompt": "p"} for i in range(6)])
+    own = pa.table({"id": ["a", "b", "c", "d"], "prompt": ["p"] * 4,
+                    "max_tokens": pa.array([10, 10, None, 30], pa.int64()),
+                    "samples": pa.array([2.0, 2.0, None, 4.0])})  # pandas writes whole numbers as floats
+    write_shard(tmp_path / "own.parquet", own)
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    refs = [ShardRef(name, str(tmp_path / name)) for name in ("plain.parquet", "own.parquet", "broken.parquet")]
+    plain, mixed, broken = with_footer_sizes(refs, str(tmp_path), samples=3, max_tokens=100)
+    assert (plain.num_rows, plain.work) == (6, 6 * 3 * 100)
+    # one row group: max_tokens 3 rows in [10, 30] (midpoint 20) + 1 null (100) -> mean 40;
+    # samples 3 rows in [2, 4] (midpoint 3) + 1 null (3) -> mean 3
+    assert (mixed.num_rows, mixed.work) == (4, 4 * 3 * 40)
+    assert (broken.num_rows, broken.work) == (None, 0.0)
+
+
+def test_footer_sizes_read_each_row_group(tmp_path):
+    table = pa.table({"id": [str(i) for i in range(4)], "prompt": ["p"] * 4, "max_tokens": pa.array([8, 8, 64, 64])})
+    write_shard(tmp_path / "two.parquet", table.slice(0, 2))  # one row group, then two in one file
+    pq.write_table(table, tmp_path / "groups.parquet", row_group_size=2)
+    one, two = with_footer_sizes([ShardRef("two.parquet", "a"), ShardRef("groups.parquet", "b")],
+                                 str(tmp_path), samples=1, max_tokens=1000)
+    assert one.work == 2 * 8
+    assert two.work == 2 * 8 + 2 * 64  # per group, not the file's min/max midpoint (36 x 4)
+
+
+def test_run_busy_time_sums_every_group_or_is_unknown():
+    assert total_engine_busy_s({"a": 1.5, "b": 2.0}, ["a", "b"]) == 3.5
+    assert total_engine_busy_s({"a": 1.5, "b": None}, ["a", "b"]) is None
+    assert total_engine_busy_s({"a": 1.5}, ["a", "b"]) is None  # a group that never reported
+    assert total_engine_busy_s({}, []) is None
