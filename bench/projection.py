@@ -98,7 +98,7 @@ def project(
             continue
         for method in methods:
             for k in _ks(method, ks):
-                runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
+                runs += simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
     return _records(runs, dataset, requests, workload)
 
@@ -109,7 +109,7 @@ def _ks(method: Method, ks: Sequence[int]) -> list[int]:
     return list(ks) if method.tuned_k else [max(ks)]
 
 
-def _simulate_and_price(
+def simulate_and_price(
     requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
     costs: Sequence[CostModel], max_model_len: int, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
 ) -> list[_Run]:
