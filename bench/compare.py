@@ -1,27 +1,16 @@
-"""`specdec bench`: which method pays on my data, at which batch size, priced for which GPU.
-
-`--engine replay`: outputs are generated once with the real engine (cached), then every
-method is replayed on them in batches (`--batch-sizes`), every step priced by a step-time
-model (`--cost`, default h100-llama3-8b): projected tokens/s per method, K and batch size
-(bench/projection.py). `--engine vllm`: real throughput per method and batch size, methods
-alternating in rounds (bench/throughput.py). `--temperature T --samples S [--epochs E]`: a
-sampled workload (bench/reference.py). Engine and prompt options (model, dtype,
---max-model-len, --prompt-format, --max-tokens, ...) are generate's, from the one parameter
-model; rows that cannot run are reported and left out. `specdec store-bench` (the
-pipeline's) adds the `--json` records to DuckDB.
-"""
+"""`specdec bench`: which method pays on my data, at which batch size, priced for which GPU:
+`--engine replay` prices replayed steps on a cost model (bench/projection.py; with
+`--run-shards`, whole runs: bench/run_replay.py), `--engine vllm` measures the real engine
+(bench/throughput.py). Engine and prompt options are generate's, from the one parameter model."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from pathlib import Path
 
 from bench import cost_models
 from bench.datasets import BUILTIN, load_rows
-
-REPLIES = "sharegpt-replies"  # run mode: ShareGPT's reply lengths
+from bench.plots import write_outputs
 from bench.reference import Workload
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
@@ -31,6 +20,7 @@ from specdec.prompts import reject_greedy_samples, tokenize_rows
 
 # Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
 # seed, samples) is the workload's: greedy by default.
+REPLIES = "sharegpt-replies"  # run mode: ShareGPT's reply lengths
 NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
 
 
@@ -87,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             records += project(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
         else:
             records += _vllm(requests, workload, ks, dataset, engine_cfg, params, args)
-    _outputs(records, args)
+    write_outputs(records, args.json, args.plots)
     return 0
 
 
@@ -105,10 +95,7 @@ def parse_ks(text: str) -> list[int]:
 
 
 def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str, epochs: int):
-    """(requests, tokenizer, workload): one request for each row that fits (generate's tokenize
-    policy; a sampled workload expands rows into samples per epoch), the workload holding the
-    rows' own `samples`; the other rows, and those asking for several greedy samples (as
-    generate rejects them), are reported and left out."""
+    """(requests, tokenizer, workload) of the rows that can run (generate's policy); the others reported."""
     from transformers import AutoTokenizer
 
     from specdec.models import resolve_model
@@ -130,7 +117,6 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
 
 
 def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
-    """Every epoch's replay requests, epoch 1 first (generated 64 at a time: no batch size to respect)."""
     from bench.reference import reference
     from specdec.models import resolve_model
 
@@ -166,8 +152,7 @@ def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.Co
 
 def _run_mode(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
               params: GenerationParams, args) -> list:
-    """The run replayed: every method (default none and specdec, at the largest K) at every
-    rows-at-once, on the reference outputs."""
+    """Every method (default none and specdec, at the largest K) at every rows-at-once."""
     from bench.drafters import all_methods
     from bench.run_replay import render_run_table, replayed_jobs, run_records
 
@@ -186,7 +171,6 @@ def _run_mode(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
 
 
 def _replies_run(params: GenerationParams, engine_cfg: EngineConfig, ks, args) -> list:
-    """The run of ShareGPT's replies by their lengths (no drafting: nothing to replay)."""
     from transformers import AutoTokenizer
 
     from bench.datasets import sharegpt_reply_lengths
@@ -240,15 +224,3 @@ def _method_names(arg: str | None, default: list[str], allowed: set[str]) -> lis
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; choose from {sorted(allowed)}")
     return names
-
-
-def _outputs(records: list, args: argparse.Namespace) -> None:
-    rows = [dataclasses.asdict(r) for r in records]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-        print(f"wrote {args.json}")
-    if args.plots:
-        from bench.plots import write_plots
-
-        for path in write_plots(rows, Path(args.plots)):
-            print(f"wrote {path}")

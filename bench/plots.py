@@ -1,11 +1,23 @@
-"""PNG plots of benchmark records (matplotlib, no display needed): the real engine's tokens/s
-against batch size, and the projected speed-up over `none` against batch size."""
+"""The bench's JSON records and PNG plots (matplotlib, no display needed): tokens/s or the
+projected speed-up against batch size, run time against shard size, run throughput."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+
+def write_outputs(records: list[Any], json_path: str | None, plots: str | None) -> None:
+    """The records as JSON (`--json`) and PNG plots (`--plots` folder)."""
+    rows = [dataclasses.asdict(r) for r in records]
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=2))
+        print(f"wrote {json_path}")
+    for path in write_plots(rows, Path(plots)) if plots else []:
+        print(f"wrote {path}")
 
 
 def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:

@@ -1,20 +1,18 @@
-"""`specdec bench-run`: one run over many small shards through the real engine, as one stream
-and as the old sequential worker (`generate_shards(..., sequential=True)`), in interleaved
-rounds on one engine (started once). Run throughput is output tokens over the run's wall
-time, engine start excluded; with `--vs-none` specdec runs against no drafting on the same
-engine (the drafter switched off through `collective_rpc`)."""
+"""`specdec bench-run`: many small shards through the real engine (started once) as one stream
+and as the old sequential worker, in interleaved rounds; run throughput excludes engine start.
+`--vs-none`: specdec against its drafting switched off on the same engine."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from bench.datasets import BUILTIN, load_rows
+from bench.plots import write_outputs
 from bench.throughput import Spread, schedule
+from specdec import engine_cache
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
@@ -72,19 +70,14 @@ def run(args: argparse.Namespace) -> int:
     shards = [ShardRows(f"shard-{i}", f"{dataset} shard {i}", rows[i * args.shard_rows : (i + 1) * args.shard_rows], [])
               for i in range(args.shards)]
     methods = [params.method, "none"] if args.vs_none and params.method == "specdec" else [params.method]
-    timings = run_rounds(shards, params, methods, args.rounds, prepare_engine,
-                         progress=lambda line: print(line, flush=True))
+    try:
+        timings = run_rounds(shards, params, methods, args.rounds, prepare_engine,
+                             progress=lambda line: print(line, flush=True))
+    finally:
+        engine_cache.close_engines()
     records = make_records(timings, dataset, shards, params)
     print(render(records))
-    rows_out = [dataclasses.asdict(r) for r in records]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows_out, indent=2))
-        print(f"wrote {args.json}")
-    if args.plots:
-        from bench.plots import write_plots
-
-        for path in write_plots(rows_out, Path(args.plots)):
-            print(f"wrote {path}")
+    write_outputs(records, args.json, args.plots)
     return 0
 
 
@@ -92,9 +85,8 @@ def prepare_engine(params: GenerationParams, method: str) -> None:
     """The cached engine from a cold start's state (empty prefix cache, cold drafter), drafting
     only for specdec."""
     from bench import engine_hooks
-    from specdec.engine_cache import get_engine
 
-    engine, _ = get_engine(params)
+    engine, _ = engine_cache.get_engine(params)
     engine_hooks.reset_prefix_cache(engine)
     engine_hooks.reset_proposer(engine)
     engine_hooks.set_drafting(engine, method != "none")

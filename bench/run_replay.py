@@ -1,13 +1,8 @@
-"""The run, replayed (`specdec bench --engine replay --run-shards ...`): the same requests as
-sequential shards (the old worker: each shard to its last request, then the next), as one
-stream through the engine, and the fluid bound, on a step-time model.
-
-A request is its target forwards (its prefill's included) and its rows' share of their time.
-On a linear step model (bench/cost_models.py) a run costs `steps x per-step time` plus the
-sum of the requests' shares, whatever the schedule: the layouts differ only in their step
-count, which a small event simulation of continuous batching gives (FIFO, up to `rows`
-running). Prefill is priced as tokens in the request's first forward, not chunked.
-"""
+"""The run replayed (`specdec bench --engine replay --run-shards ...`): the same requests as
+sequential shards, as one stream, as one queue, and the fluid bound. A request is its target
+forwards and its rows' share of their time; on a linear step model a run costs `steps x
+per-step terms` plus those shares whatever the schedule, so an event simulation of
+continuous batching (FIFO, up to `rows` running) counts the steps. Prefill is not chunked."""
 
 from __future__ import annotations
 
