@@ -1,25 +1,16 @@
-"""`specdec bench`: which method pays on my data, at which batch size, priced for which GPU.
-
-`--engine replay`: outputs are generated once with the real engine (cached), then every
-method is replayed on them in batches (`--batch-sizes`), every step priced by a step-time
-model (`--cost`, default h100-llama3-8b): projected tokens/s per method, K and batch size
-(bench/projection.py). `--engine vllm`: real throughput per method and batch size, methods
-alternating in rounds (bench/throughput.py). `--temperature T --samples S [--epochs E]`: a
-sampled workload (bench/reference.py). Engine and prompt options (model, dtype,
---max-model-len, --prompt-format, --max-tokens, ...) are generate's, from the one parameter
-model; rows that cannot run are reported and left out. `specdec store-bench` (the
-pipeline's) adds the `--json` records to DuckDB.
-"""
+"""`specdec bench`: which method pays on my data, at which batch size, priced for which GPU:
+`--engine replay` prices replayed steps on a cost model (bench/projection.py; with
+`--run-shards`, whole runs: bench/run_replay.py), `--engine vllm` measures the real engine
+(bench/throughput.py). Engine and prompt options are generate's, from the one parameter model."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from pathlib import Path
 
 from bench import cost_models
 from bench.datasets import BUILTIN, load_rows
+from bench.plots import write_outputs
 from bench.reference import Workload
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
@@ -29,6 +20,7 @@ from specdec.prompts import reject_greedy_samples, tokenize_rows
 
 # Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
 # seed, samples) is the workload's: greedy by default.
+REPLIES = "sharegpt-replies"  # run mode: ShareGPT's reply lengths
 NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
 
 
@@ -36,9 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="compare methods side by side (tokens/forward, tokens/s)")
     p.add_argument("--engine", choices=["replay", "vllm"], default="replay")
     p.add_argument("--input", action="append", default=None,
-                   help=f"prompt Parquet file or folder, or a built-in set ({', '.join(BUILTIN)}); repeatable")
+                   help=f"prompt Parquet file or folder, or a built-in set ({', '.join((*BUILTIN, REPLIES))}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16", type=lambda text: [int(b) for b in text.split(",")],
+    p.add_argument("--batch-sizes", default="1,16", type=_ints,
                    help="vllm engine: requests run in groups of this size, each group to its end; replay: up "
                         "to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
@@ -53,6 +45,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=1,
                    help="run the workload this many times (epoch e > 1: new samples of the same prompts), every "
                         "method's drafter state kept from one epoch to the next; only the last epoch is measured")
+    p.add_argument("--run-shards", default=None, type=_ints,
+                   help="replay: the run mode: the requests as sequential shards of these sizes, as one stream "
+                        f"and the fluid bound (input {REPLIES}: ShareGPT reply lengths, no drafting)")
+    p.add_argument("--run-rows", default="256,1024", type=_ints, help="run mode: requests running at once")
+    p.add_argument("--shard-io-s", type=float, default=0.0,
+                   help="run mode: seconds per shard outside the engine (read, tokenize, stage); the sequential "
+                        "worker waits for them, the stream reads ahead")
     p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
     add_model_options(p, GenerationParams, exclude=NOT_BENCH_OPTIONS)
@@ -64,16 +63,26 @@ def run(args: argparse.Namespace) -> int:
     engine_cfg, _ = engine_configs(params)
     if args.epochs < 1:
         raise ConfigError(f"--epochs must be at least 1, not {args.epochs}")
+    if args.run_shards and args.engine != "replay":
+        raise ConfigError("--run-shards needs --engine replay")
     records: list = []
     for source in args.input or ["humaneval"]:
+        if source == REPLIES:
+            records += _replies_run(params, engine_cfg, ks, args)
+            continue
         rows, dataset = load_rows(source, args.limit)
         requests, tokenizer, workload = _tokenize(rows, params, engine_cfg, dataset, args.epochs)
         if args.engine == "replay":
-            records += _project(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
+            project = _run_mode if args.run_shards else _project
+            records += project(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
         else:
             records += _vllm(requests, workload, ks, dataset, engine_cfg, params, args)
-    _outputs(records, args)
+    write_outputs(records, args.json, args.plots)
     return 0
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
 
 
 def parse_ks(text: str) -> list[int]:
@@ -86,10 +95,7 @@ def parse_ks(text: str) -> list[int]:
 
 
 def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str, epochs: int):
-    """(requests, tokenizer, workload): one request for each row that fits (generate's tokenize
-    policy; a sampled workload expands rows into samples per epoch), the workload holding the
-    rows' own `samples`; the other rows, and those asking for several greedy samples (as
-    generate rejects them), are reported and left out."""
+    """(requests, tokenizer, workload) of the rows that can run (generate's policy); the others reported."""
     from transformers import AutoTokenizer
 
     from specdec.models import resolve_model
@@ -111,7 +117,6 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
 
 
 def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
-    """Every epoch's replay requests, epoch 1 first (generated 64 at a time: no batch size to respect)."""
     from bench.reference import reference
     from specdec.models import resolve_model
 
@@ -127,16 +132,62 @@ def _project(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: E
     *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
     available = all_methods()
     names = _method_names(args.methods, list(available), allowed=set(available))
-    asked = args.cost or [cost_models.H100_LLAMA3_8B]
-    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
-    costs = [cost_models.resolve(c, calibrated) for c in asked]
-    for cost in costs:
-        print(cost.describe())
+    costs = _costs(args, engine_cfg, ks)
     records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes, costs,
                       engine_cfg.max_model_len, progress=lambda line: print(line, flush=True),
                       warmup_epochs=earlier, workload=workload)
     print()
     print(render_projection_table(records))
+    return records
+
+
+def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.CostModel]:
+    asked = args.cost or [cost_models.H100_LLAMA3_8B]
+    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
+    costs = [cost_models.resolve(c, calibrated) for c in asked]
+    for cost in costs:
+        print(cost.describe())
+    return costs
+
+
+def _run_mode(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
+              params: GenerationParams, args) -> list:
+    """Every method (default none and specdec, at the largest K) at every rows-at-once."""
+    from bench.drafters import all_methods
+    from bench.run_replay import render_run_table, replayed_jobs, run_records
+
+    *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
+    available = all_methods()
+    records = []
+    for cost in _costs(args, engine_cfg, ks):
+        for name in _method_names(args.methods, ["none", "specdec"], allowed=set(available)):
+            for rows in args.run_rows:
+                k = 0 if name == "none" else max(ks)
+                jobs, step_s = replayed_jobs(measured, available[name], k, rows, cost, engine_cfg.max_model_len, earlier)
+                records += run_records(jobs, cost, step_s, rows, args.run_shards, args.shard_io_s, method=name,
+                                       dataset=dataset, **workload.record_fields())
+    print(render_run_table(records))
+    return records
+
+
+def _replies_run(params: GenerationParams, engine_cfg: EngineConfig, ks, args) -> list:
+    from transformers import AutoTokenizer
+
+    from bench.datasets import sharegpt_reply_lengths
+    from bench.run_replay import length_jobs, render_run_table, run_records
+    from specdec.models import resolve_model
+
+    if not args.run_shards:
+        raise ConfigError(f"--input {REPLIES} is for the run mode (--run-shards)")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(params.model))
+    lengths = sharegpt_reply_lengths(tokenizer, args.limit or 4000, params.prompt_format)
+    records = []
+    for cost in _costs(args, engine_cfg, ks):
+        jobs, step_s = length_jobs(lengths, cost)
+        for rows in args.run_rows:
+            records += run_records(jobs, cost, step_s, rows, args.run_shards, args.shard_io_s, method="none",
+                                   dataset=REPLIES)
+    print(render_run_table(records))
     return records
 
 
@@ -173,15 +224,3 @@ def _method_names(arg: str | None, default: list[str], allowed: set[str]) -> lis
     if unknown:
         raise ConfigError(f"unknown method(s) {unknown}; choose from {sorted(allowed)}")
     return names
-
-
-def _outputs(records: list, args: argparse.Namespace) -> None:
-    rows = [dataclasses.asdict(r) for r in records]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-        print(f"wrote {args.json}")
-    if args.plots:
-        from bench.plots import write_plots
-
-        for path in write_plots(rows, Path(args.plots)):
-            print(f"wrote {path}")

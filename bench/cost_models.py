@@ -1,29 +1,9 @@
-"""Step-time models, and pricing a replay's step log with one.
-
-A step over `rows` sequences, `tokens` scheduled tokens (prefill chunks, each decoding row's
-own token and its draft), `kv` tokens the rows already hold in the KV cache and `draft_kv`
-(each row's tokens past its first times that row's context) costs
-
-    t = fixed + per_seq * rows + per_token * tokens + per_kv_token * kv
-        + per_draft_kv_token * draft_kv + overhead
-
-- `h100-llama3-8b`: the published fit for Llama-3.1-8B on one H100 (SpecDecode-Bench's
-  step-time predictor, arXiv 2601.11580; no draft-KV term: a GPU decode step reads the KV
-  cache once whatever its query tokens).
-- `cpu-calibrated`: the fit of the steps the real engine's calibration timed on this machine
-  (specdec/engines/calibration.py); its time between two proposer calls already holds
-  scheduling and sampling (no overhead term), and prefill is priced at the rate of its timed
-  prefills: a CPU runs a prompt's tokens in one forward far faster per token than a decode step.
-- a JSON file: `{"per_kv_token_s": ..., "per_token_s": ..., "fixed_s": ...,
-  "per_step_overhead_s": ...}`, optionally `per_seq_s`, `per_draft_kv_token_s`,
-  `per_prefill_token_s` and `max_batched_tokens`.
-
-A priced step costs its forward plus the drafter's own time for the call that follows it
-(vLLM drafts between forwards, the accelerator idle). A step mixing prefill chunks with
-decoding rows is split: its decode part is what it would cost over the decoding rows alone,
-plus the drafting; the rest is prefill. Decode tokens/s counts every output token but each
-request's first (prefill's).
-"""
+"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens +
+per_kv_token*KV + per_draft_kv_token*draft KV + overhead`) and pricing a replay's step log:
+`h100-llama3-8b` (the published SpecDecode-Bench fit, arXiv 2601.11580), `cpu-calibrated`
+(this machine's calibration, prefill at its timed rate) or a JSON file of the coefficients.
+A priced step is its forward plus the drafter's time; a mixed step's decode part is priced
+as over its decoding rows alone."""
 
 from __future__ import annotations
 
@@ -37,8 +17,7 @@ import numpy as np
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.step_cost import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
 
-# vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py):
-# 16384 on H100/H200-class GPUs, 8192 on other GPUs, 4096 per CPU socket.
+# vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py)
 H100_MAX_BATCHED_TOKENS = 16384
 GPU_MAX_BATCHED_TOKENS = 8192
 CPU_MAX_BATCHED_TOKENS = 4096
@@ -47,14 +26,11 @@ H100_LLAMA3_8B = "h100-llama3-8b"
 CPU_CALIBRATED = "cpu-calibrated"
 PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
 _JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
-_OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s")  # 0 when left out
-_PREFILL_JSON_FIELD = "per_prefill_token_s"  # the per-token term when left out
+_OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s", "per_prefill_token_s", "max_batched_tokens")
 
 
 @dataclasses.dataclass(frozen=True)
 class CostModel:
-    """A step-time model for the simulator; `seconds` is what one step costs on it."""
-
     name: str
     step: StepCost
     per_step_overhead_s: float
@@ -63,9 +39,8 @@ class CostModel:
     per_prefill_token_s: float | None = None  # None: prefill tokens cost what any token does
 
     def prefill_correction(self, num_prefill_rows: Any, num_prefill_tokens: Any) -> Any:
-        """What pricing a step's prefill at the prefill rate changes in `seconds`: each
-        prefilling row's last token is priced like a decode row's (it is sampled), the rest
-        of its chunk at `per_prefill_token_s` instead of the per-token term."""
+        """What pricing prefill at its own rate changes in `seconds` (a prefilling row's last
+        token is priced as a decode row's)."""
         if self.per_prefill_token_s is None:
             return 0.0
         return (self.per_prefill_token_s - self.step.per_token_s) * (num_prefill_tokens - num_prefill_rows)
@@ -93,8 +68,7 @@ def h100_llama3_8b() -> CostModel:
 
 
 def from_samples(name: str, samples: list[StepSample], prefills: list[PrefillSample], source: str) -> CostModel:
-    """The budget's own least-squares fit of measured steps, as a simulator cost model, with
-    prefill at the rate of the timed prefills (where they give one)."""
+    """The budget's fit of measured steps, prefill at the timed prefills' rate."""
     fitted = fit_step_cost(samples)
     if fitted is None:
         raise ConfigError(f"{name}: {len(samples)} step samples cannot be fitted ({source})")
@@ -106,24 +80,21 @@ def from_json(path: Path) -> CostModel:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cost model {path}: {exc}") from exc
-    given = {f: data[f] for f in (*_JSON_FIELDS, *_OPTIONAL_JSON_FIELDS, _PREFILL_JSON_FIELD) if f in data}
-    missing = [f for f in _JSON_FIELDS if f not in given]
-    not_numbers = [f for f, v in given.items() if not isinstance(v, (int, float))]
-    if missing or not_numbers:
-        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(missing + not_numbers)}")
+    given = {f: data[f] for f in (*_JSON_FIELDS, *_OPTIONAL_JSON_FIELDS) if f in data}
+    wrong = [f for f in _JSON_FIELDS if f not in given] + [f for f, v in given.items() if not isinstance(v, (int, float))]
+    if wrong:
+        raise ConfigError(f"cost model {path}: needs numbers for {', '.join(wrong)}")
     if min(given.values()) < 0:
         raise ConfigError(f"cost model {path}: coefficients must be >= 0")
-    optional = {f: given.get(f, 0.0) for f in _OPTIONAL_JSON_FIELDS}
-    prefill = given.get(_PREFILL_JSON_FIELD)
-    step = StepCost(fixed_s=data["fixed_s"], per_seq_s=optional["per_seq_s"], per_token_s=data["per_token_s"],
-                    per_kv_token_s=data["per_kv_token_s"], per_draft_kv_token_s=optional["per_draft_kv_token_s"])
-    return CostModel(path.stem, step, data["per_step_overhead_s"],
-                     int(data.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}", prefill)
+    step = StepCost(given["fixed_s"], given.get("per_seq_s", 0.0), given["per_token_s"], given["per_kv_token_s"],
+                    given.get("per_draft_kv_token_s", 0.0))
+    return CostModel(path.stem, step, given["per_step_overhead_s"],
+                     int(given.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}",
+                     given.get("per_prefill_token_s"))
 
 
 def resolve(name_or_path: str, calibrated: CostModel | None = None) -> CostModel:
-    """A preset by name, or a JSON file. `calibrated` is this machine's fit (the caller
-    measures or loads it: that needs the real engine)."""
+    """A preset by name, or a JSON file; `calibrated`: this machine's fit, for cpu-calibrated."""
     if name_or_path == H100_LLAMA3_8B:
         return h100_llama3_8b()
     if name_or_path == CPU_CALIBRATED:
@@ -137,9 +108,8 @@ def resolve(name_or_path: str, calibrated: CostModel | None = None) -> CostModel
 
 
 def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
-    """This machine's fit: the calibration samples a specdec engine with these options
-    measured at start-up (cached under the project home); an engine is started to measure
-    them when there are none yet (tens of seconds on a 2-core CPU)."""
+    """This machine's fit from a specdec engine's cached start-up calibration (an engine is
+    started to measure it when there is none yet)."""
     from specdec.engines import calibration, cpu_threads
     from specdec.models import resolve_model
 
@@ -158,12 +128,11 @@ def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
 
 @dataclasses.dataclass(frozen=True)
 class DraftCost:
-    """What drafting adds to a step: the drafter's measured CPU time, or a figure per call,
-    per row called and per token emitted."""
+    """What drafting adds to a step: measured CPU time, or per call, row and emitted token."""
 
     per_row_s: float = 0.0
     per_emitted_token_s: float = 0.0
-    per_call_s: float = 0.0  # per step with a drafter call (a batch drafter's fixed cost)
+    per_call_s: float = 0.0
     measured: bool = False
     source: str = "no drafter"
 
@@ -188,8 +157,7 @@ class Priced:
         return num_output_tokens / self.seconds if self.seconds > 0 else 0.0
 
     def tokens_per_forward(self, num_output_tokens: int, num_requests: int) -> float:
-        """Output tokens per target forward of a request (its prefill included); unlike the
-        stats' figure, draft tokens accepted past the stop point do not count."""
+        """Output tokens per target forward, prefill included (none past the stop point)."""
         forwards = self.num_decode_row_steps + num_requests
         return num_output_tokens / forwards if forwards else 0.0
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from specdec.datasets import humaneval_rows, sharegpt_long_rows, sharegpt_multiturn_rows
-from specdec.prompts import InputError, PromptRow, read_prompt_table, validate_rows
+from specdec.datasets import humaneval_rows, sharegpt_long_rows, sharegpt_multiturn_rows, sharegpt_rows
+from specdec.prompts import InputError, PromptRow, prompt_token_ids, read_prompt_table, validate_rows
 
 # name -> loader(limit): rows with id, prompt and (for chats) messages
 BUILTIN_LOADERS: dict[str, Callable[[int | None], list[dict[str, str]]]] = {
     "humaneval": humaneval_rows,
+    "sharegpt": sharegpt_rows,
     "sharegpt-mt": sharegpt_multiturn_rows,
     "sharegpt-long": sharegpt_long_rows,
 }
@@ -30,8 +33,6 @@ def load_rows(name_or_path: str, limit: int | None) -> tuple[list[PromptRow], st
 
 
 def _messages(item: dict[str, str]):
-    import json
-
     return json.loads(item["messages"]) if item.get("messages") else None
 
 
@@ -49,3 +50,14 @@ def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
         if limit is not None and len(rows) >= limit:
             break
     return rows[:limit] if limit is not None else rows
+
+
+def sharegpt_reply_lengths(tokenizer: Any, limit: int | None, prompt_format: str = "chat") -> list[tuple[int, int]]:
+    """(prompt tokens, reply tokens + EOS) of ShareGPT's first exchanges, through `tokenizer`."""
+    lengths = []
+    for i, item in enumerate(sharegpt_multiturn_rows(limit, max_prompt_chars=1 << 20)):
+        user, reply = json.loads(item["messages"])[:2]
+        row = PromptRow(i, item["id"], user["content"], [user], None)
+        lengths.append((len(prompt_token_ids(row, tokenizer, prompt_format)),
+                        len(tokenizer.encode(reply["content"], add_special_tokens=False)) + 1))
+    return lengths

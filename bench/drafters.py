@@ -1,11 +1,6 @@
-"""The methods the bench replays, by name: specdec's controller through the core's facade, and
-the comparisons (vLLM's n-gram lookup, arctic's suffix cache, none, an oracle) as per-request
-proposers behind a fixed-K adapter with the same two calls, `step_tokens` and `finish`.
-
-When a step is priced, specdec's drafting is timed as it runs (the replay makes the worker's
-call); vLLM's own drafters run here through Python wrappers slower than the engine's numba
-and C++ calls, so they are priced by figures fitted to what `specdec bench-propose` measures.
-"""
+"""The methods the replay runs: specdec's controller, and the comparisons (vLLM's n-gram,
+arctic's suffix cache, none, an oracle) behind a fixed-K adapter. Baselines' drafting is priced
+by figures fitted to `specdec bench-propose` (their Python wrappers are slower than vLLM's)."""
 
 from __future__ import annotations
 
@@ -28,21 +23,16 @@ OUR_DRAFT = DraftCost(measured=True, source="measured: thread CPU time of the dr
 
 
 class Proposer(Protocol):
-    """A per-request drafter: up to `k` tokens continuing `tokens` (prompt + output so far)."""
-
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray: ...
 
     def forget(self, req_id: str) -> None: ...
 
 
 def specdec_drafter(config: SpecConfig) -> Drafter:
-    """specdec's compiled controller and drafter, as the engine's worker runs them."""
     return DraftController(config)
 
 
 class FixedK:
-    """A proposer drafting up to K tokens every step: no controller, no budget."""
-
     def __init__(self, config: SpecConfig, proposer: Proposer) -> None:
         self.config, self.proposer = config, proposer
 
@@ -57,8 +47,6 @@ class FixedK:
 
 
 class NullProposer:
-    """Never drafts: decoding without speculation."""
-
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
         return tokens[:0]
 
@@ -67,8 +55,6 @@ class NullProposer:
 
 
 class OracleProposer(NullProposer):
-    """Drafts the target's own next tokens: every draft is accepted."""
-
     def __init__(self, sequences: dict[str, np.ndarray]) -> None:
         self.sequences = sequences  # request id -> prompt + reference tokens
 
@@ -79,8 +65,7 @@ class OracleProposer(NullProposer):
 
 @dataclasses.dataclass
 class VllmNgramProposer(NullProposer):
-    """vLLM's `ngram` method: longest match in [n_min, n_max], earliest occurrence, K tokens
-    (vLLM's defaults when no lookup sizes are given: n_min = n_max = 5)."""
+    """vLLM's `ngram` method (its defaults: n_min = n_max = 5)."""
 
     n_min: int = 5
     n_max: int = 5
@@ -117,7 +102,6 @@ def oracle(k: int, requests: Sequence[ReplayRequest]) -> Drafter:
 
 
 def all_methods() -> dict[str, Method]:
-    """Every method; `suffix` only where arctic-inference's suffix tree is installed."""
     ours = lambda k, _: specdec_drafter(SpecConfig(method="specdec", k_max=k))  # noqa: E731
     methods = [
         Method("none", fixed_k("none", NullProposer), DraftCost(), tuned_k=False),

@@ -1,7 +1,5 @@
-"""What the bench asks of a running `VllmEngine` beyond generating, each a function that
-sends one of the proposer's worker functions (specdec/engines/vllm_proposer.py) or a vLLM
-call through the engine's `llm`: the product's engine carries none of them. The engine
-tests' own: tests/support/engine_calls.py."""
+"""What the bench asks of a running `VllmEngine` beyond generating, sent through its `llm`
+(the proposer's worker functions or vLLM calls): the product's engine carries none of them."""
 
 from __future__ import annotations
 
@@ -12,14 +10,18 @@ from specdec.engines.vllm_engine import VllmEngine
 
 
 def reset_proposer(engine: VllmEngine) -> None:
-    """Forget all drafting state (cross-request cache included): a cold start."""
     if engine.spec.method == "specdec":
         engine.llm.collective_rpc(vllm_proposer.reset_proposer)
 
 
+def set_drafting(engine: VllmEngine, enabled: bool) -> None:
+    """Draft, or propose nothing from the next step on (specdec's drafter only)."""
+    if engine.spec.method == "specdec":
+        engine.llm.collective_rpc(vllm_proposer.set_drafting, args=(enabled,))
+
+
 def reset_prefix_cache(engine: VllmEngine) -> None:
-    """Drop vLLM's prefix cache (between calls, no request running): the next prompts are
-    prefilled anew, as on a fresh engine."""
+    """Drop vLLM's prefix cache (no request running): prompts are prefilled anew."""
     if not engine.llm.reset_prefix_cache():
         raise RuntimeError("vLLM did not reset its prefix cache")
 

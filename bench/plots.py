@@ -1,11 +1,23 @@
-"""PNG plots of benchmark records (matplotlib, no display needed): the real engine's tokens/s
-against batch size, and the projected speed-up over `none` against batch size."""
+"""The bench's JSON records and PNG plots (matplotlib, no display needed): tokens/s or the
+projected speed-up against batch size, run time against shard size, run throughput."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+
+def write_outputs(records: list[Any], json_path: str | None, plots: str | None) -> None:
+    """The records as JSON (`--json`) and PNG plots (`--plots` folder)."""
+    rows = [dataclasses.asdict(r) for r in records]
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=2))
+        print(f"wrote {json_path}")
+    for path in write_plots(rows, Path(plots)) if plots else []:
+        print(f"wrote {path}")
 
 
 def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
@@ -18,6 +30,12 @@ def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
     written = []
     if real:
         written.append(_panels(real, [None], "tokens_per_s", "tokens/s (end to end)", folder / "tokens_per_s_vs_batch.png"))
+    runs = [r for r in records if r["engine"].startswith("run:")]
+    if runs:
+        written.append(_run_times(runs, folder / "run_time_vs_shard.png"))
+    engine_runs = [r for r in records if r["engine"] == "vllm-run"]
+    if engine_runs:
+        written.append(_run_throughput(engine_runs, folder / "run_throughput.png"))
     if projected:
         costs = sorted({r["cost_model"] for r in projected})
         written.append(_panels(projected, costs, "speedup_vs_none", "speed-up over none (end to end)",
@@ -49,10 +67,7 @@ def _panels(records: list[dict[str, Any]], costs: list[str | None], y_key: str, 
         ax.set_ylabel(y_label)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def workload_label(records: list[dict[str, Any]]) -> str:
@@ -69,3 +84,55 @@ def _style(records: list[dict[str, Any]], dataset: str, method: str) -> dict[str
     d = sorted({r["dataset"] for r in records}).index(dataset)
     return {"color": f"C{methods.index(method) % 10}", "linestyle": ("-", "--", ":", "-.")[d % 4],
             "marker": ("o", "s", "^", "D")[d % 4]}
+
+
+def _run_times(records: list[dict[str, Any]], path: Path) -> Path:
+    """Run time against shard size, sequential (dashed) and streamed (solid): one panel per
+    rows-at-once, one colour per dataset and method, the fluid bound dotted."""
+    import matplotlib.pyplot as plt
+
+    panels = sorted({r["rows"] for r in records})
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8), squeeze=False)
+    for ax, rows in zip(axes[0], panels):
+        lines = sorted({(r["cost_model"], r["dataset"], r["method"]) for r in records if r["rows"] == rows})
+        for i, key in enumerate(lines):
+            points = sorted((r["shard_size"], r["sequential_s"], r["stream_s"], r["fluid_s"]) for r in records
+                            if (r["rows"], r["cost_model"], r["dataset"], r["method"]) == (rows, *key))
+            x = [p[0] for p in points]
+            ax.plot(x, [p[1] for p in points], "--o", color=f"C{i % 10}", label=f"{key[1]} {key[2]} sequential")
+            ax.plot(x, [p[2] for p in points], "-s", color=f"C{i % 10}", label=f"{key[1]} {key[2]} stream")
+            ax.axhline(points[0][3], color=f"C{i % 10}", linestyle=":", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"run on {records[0]['cost_model']}, {rows} rows at once (dotted: fluid bound)", fontsize=10)
+        ax.set_xlabel("shard size (requests)")
+        ax.set_ylabel("run time (s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    return _save(fig, path)
+
+
+def _run_throughput(records: list[dict[str, Any]], path: Path) -> Path:
+    """The real engine's run throughput per worker shape and method: median, min-max bars."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.8))
+    labels = [f"{r['shape']}\n{r['method']}" for r in records]
+    medians = [r["tokens_per_s"] for r in records]
+    spread = [[m - r["tokens_per_s_min"] for m, r in zip(medians, records)],
+              [r["tokens_per_s_max"] - m for m, r in zip(medians, records)]]
+    ax.bar(labels, medians, yerr=spread, capsize=6, color=[f"C{i}" for i in range(len(records))])
+    first = records[0]
+    ax.set_title(f"{first['dataset']}: {first['shards']} shards x {first['shard_rows']} rows, "
+                 f"{first['rounds']} rounds (min-max)", fontsize=10)
+    ax.set_ylabel("run throughput (output tokens/s, engine start excluded)")
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,20 +1,7 @@
-"""Projected throughput at real batch sizes: every method replayed in batches, every step
-priced by a step-time model (`specdec bench --engine replay --cost ...`).
-
-Acceptance comes from replaying the bundled model's outputs (what each drafter would have had
-accepted, step by step); each step's time comes from the cost model (e.g. the published
-Llama-3.1-8B / H100 fit) plus the drafter's own time. A projection says what the drafters and
-the budget would do on that hardware if the target accepted what the bundled model accepts;
-it is not a measurement.
-
-Methods with a fixed K are replayed for every K of the sweep and shown at their best K per
-batch size and cost model; `specdec` runs at the largest K, its batch budget sizing drafts
-from a step-cost model it learns from the simulated step times (never handed the cost model
-itself). With warm-up epochs every method's drafter (and specdec's step timer) first replays
-those epochs in batches, unpriced, and keeps its state for the measured epoch. One
-`ProjectionRecord` per method, K, batch size and cost model: what `--json` writes and
-`specdec store-bench` reads; the tables show each method at its best K.
-"""
+"""`specdec bench --engine replay`: every method replayed in batches on the reference outputs,
+every step priced by a step-time model: projected tokens/s, not a measurement. Fixed-K methods
+run at every K (tables show the best); specdec at the largest K, its budget learning the step
+cost from the simulated times. Warm-up epochs run first, unpriced, the drafters keeping state."""
 
 from __future__ import annotations
 
@@ -84,11 +71,8 @@ def project(
     warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
     workload: Workload = Workload(),
 ) -> list[ProjectionRecord]:
-    """Records for every method, K, batch size and cost model (batch sizes larger than the
-    prompt set are skipped: every prompt is used once, never repeated). `none` is replayed
-    whether asked for or not: the speed-ups are against it. `warmup_epochs` run first
-    through each method's drafter at the same batch size, unpriced; `requests` is the
-    epoch measured."""
+    """Records for every method, K, batch size (at most the requests) and cost model; `none`
+    always runs (the speed-ups are against it)."""
     if all(m.name != "none" for m in methods):
         methods = [all_methods()["none"], *methods]
     runs: list[_Run] = []
@@ -98,7 +82,7 @@ def project(
             continue
         for method in methods:
             for k in _ks(method, ks):
-                runs += _simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
+                runs += simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
     return _records(runs, dataset, requests, workload)
 
@@ -109,12 +93,11 @@ def _ks(method: Method, ks: Sequence[int]) -> list[int]:
     return list(ks) if method.tuned_k else [max(ks)]
 
 
-def _simulate_and_price(
+def simulate_and_price(
     requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
     costs: Sequence[CostModel], max_model_len: int, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
 ) -> list[_Run]:
-    """Without the budget a replay's decisions do not depend on the clock: one replay per
-    scheduler token budget serves every cost model with that budget."""
+    """Without the budget a replay does not depend on the clock: one per token budget."""
     runs = []
     shared: dict[int, Simulation] = {}
     every = [r for epoch in warmup_epochs for r in epoch] + list(requests)  # the oracle knows them all
@@ -166,7 +149,6 @@ def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
 
 
 def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
-    """`best_k` on the fastest K of each method, dataset, batch size and cost model."""
     best: dict[tuple, ProjectionRecord] = {}
     for r in records:
         key = (r.method, r.dataset, r.batch_size, r.cost_model)
@@ -177,8 +159,7 @@ def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
 
 
 def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
-    """The records a table shows: each method's best K per dataset, batch size and cost model
-    (methods replayed at one K have only that one)."""
+    """Each method's best K per dataset, batch size and cost model, in table order."""
     order = {m: i for i, m in enumerate(METHOD_ORDER)}
     picked = [r for r in records if r.best_k]
     return sorted(picked, key=lambda r: (r.cost_model, r.dataset, r.batch_size, order.get(r.method, len(order)), r.method))
@@ -207,7 +188,6 @@ def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
 
 
 def _requests(r: ProjectionRecord) -> str:
-    """"16 prompts" (greedy), "128 requests (16 prompts x 8 samples at T=0.8), epoch 2"."""
     if r.temperature == 0:
         text = f"{r.num_requests} prompts"
     else:
@@ -217,7 +197,6 @@ def _requests(r: ProjectionRecord) -> str:
 
 
 def standing(group: Sequence[ProjectionRecord]) -> list[str]:
-    """specdec against none, the best baseline (at its best K) and the oracle, per batch size."""
     lines = []
     for batch in sorted({r.batch_size for r in group}):
         at = {r.method: r for r in group if r.batch_size == batch}

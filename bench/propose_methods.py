@@ -1,16 +1,7 @@
-"""The drafters `specdec bench-propose` times, each driven the way its engine adapter drives
-it, and the synthetic token streams they draft from.
-
-A runner sees what vLLM hands a drafter every step: `token_ids` ([num_rows, width] int32,
-vLLM's `token_ids_cpu`) and `lengths` ([num_rows], `num_tokens_no_spec`); specdec's also each
-row's prompt length (vLLM's `num_prompt_tokens`). `step` is one engine step for the whole
-batch after each request gained one token; the first (`start`) is not timed.
-
-- `specdec-worker`: what specdec costs per step in vLLM's worker, all of it: the proposer call
-  vLLM makes (`SpecdecVllmProposer.propose`), batch budget and step timer on;
-- `suffix-arctic`: arctic-inference's suffix cache as vLLM's `suffix` method drives it;
-- `ngram-vllm`: vLLM's own n-gram proposer class (numba), prompt lookup 2..5.
-"""
+"""The drafters `specdec bench-propose` times, each driven as its vLLM adapter drives it on
+vLLM's buffers (`token_ids` [num_rows, width] int32, `lengths` [num_rows]), and the synthetic
+token streams: `specdec-worker` (specdec's whole proposer call, budget and timer on),
+`suffix-arctic` (arctic's suffix cache), `ngram-vllm` (vLLM's numba n-gram, lookup 2..5)."""
 
 from __future__ import annotations
 
@@ -29,10 +20,8 @@ VOCAB = 32_000
 
 
 class Runner:
-    """A drafter behind one call per engine step, and the cross-request state it starts with."""
-
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
-        """Finished requests into the cross-request cache (none by default)."""
+        """Finished requests into the cross-request cache."""
 
     def start(self, token_ids: np.ndarray, lengths: np.ndarray) -> None:
         self.step(token_ids, lengths)
@@ -43,10 +32,8 @@ class Runner:
 
 
 class WorkerRunner(Runner):
-    """specdec's proposer call as vLLM's worker makes it each step (`SpecdecVllmProposer.
-    propose`), budget and step timer on. Every draft is reported accepted and verifying is
-    nearly free, so that the budget keeps drafting (its costly path); the step timer refits
-    from the intervals between calls as it does in the engine."""
+    """specdec's proposer call per step, every draft accepted and verifying nearly free (the
+    budget's costly path: it keeps drafting)."""
 
     def __init__(self, k: int, num_rows: int, cache_tokens: int, prompt_len: int | None = None) -> None:
         from specdec.engines.vllm_proposer import SpecdecVllmProposer
@@ -76,8 +63,6 @@ class WorkerRunner(Runner):
 
 
 class ArcticRunner(Runner):
-    """arctic-inference's suffix cache, per request, as vLLM's `suffix` method drives it."""
-
     def __init__(self, k: int, num_rows: int) -> None:
         from bench.suffix_baseline import ArcticSuffixProposer
 
@@ -86,8 +71,7 @@ class ArcticRunner(Runner):
         self.k = k
 
     def fill_cache(self, sequences: Sequence[np.ndarray]) -> None:
-        """Finished requests into arctic's global tree the way vLLM's adapter does it: the
-        prompt (here the first token) starts the request, each new token is added, then it stops."""
+        """As vLLM's adapter adds them: started, a token at a time, stopped."""
         cache = self.proposer.cache
         for i, seq in enumerate(sequences):
             cache.start_request(f"done-{i}", np.ascontiguousarray(seq[:1], dtype=np.int32))
@@ -101,8 +85,6 @@ class ArcticRunner(Runner):
 
 
 class VllmNgramRunner(Runner):
-    """vLLM's NgramProposer (its numba batch path, one thread as vLLM sets it)."""
-
     def __init__(self, k: int, num_rows: int, width: int) -> None:
         from vllm.v1.spec_decode.ngram_proposer import NgramProposer
 
@@ -123,8 +105,7 @@ class VllmNgramRunner(Runner):
 
 def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: int,
                 prompt_len: int | None = None) -> Runner:
-    """A fresh runner for `method` (its cache budget holds `cache_tokens` twice over); specdec's
-    are told that each row's first `prompt_len` tokens are its prompt (None: unknown)."""
+    """A fresh runner (its cache holds `cache_tokens` twice over; `prompt_len`: each row's prompt)."""
     if method == "specdec-worker":
         return WorkerRunner(k, num_rows, cache_tokens, prompt_len)
     if method == "suffix-arctic":
@@ -135,8 +116,7 @@ def make_runner(method: str, k: int, num_rows: int, width: int, cache_tokens: in
 
 
 def synthetic_sequence(rng: np.random.Generator, length: int, donors: list[np.ndarray] | None = None) -> np.ndarray:
-    """`length` random tokens with a 32-token span copied every 256 tokens (from the sequence
-    itself, or from one of `donors` for every other span where given)."""
+    """Random tokens with a 32-token span copied every 256 (from itself, or every other from `donors`)."""
     tokens = rng.integers(0, VOCAB, size=length)
     for i in range(length // 256):
         src = donors[int(rng.integers(len(donors)))] if donors and i % 2 else tokens
@@ -148,7 +128,6 @@ def synthetic_sequence(rng: np.random.Generator, length: int, donors: list[np.nd
 
 
 def finished_requests(total_tokens: int, length: int = 2048, seed: int = 1) -> Iterator[np.ndarray]:
-    """Finished requests of `length` tokens (the last one shorter) adding up to `total_tokens`."""
     rng = np.random.default_rng(seed)
     left = total_tokens
     while left > 0:
@@ -157,9 +136,8 @@ def finished_requests(total_tokens: int, length: int = 2048, seed: int = 1) -> I
 
 
 def request_buffer(num_rows: int, context: int, extra: int, donors: list[np.ndarray], seed: int = 0) -> np.ndarray:
-    """vLLM's `token_ids_cpu` for a batch: [num_rows, context + extra] int32. Each row is a
-    `context`-token prompt whose tail repeats tokens [100, 108), followed by `extra` tokens
-    that go on copying from there (a request copying from its prompt: drafts every step)."""
+    """vLLM's `token_ids_cpu` [num_rows, context + extra] int32: prompts whose tail repeats
+    tokens [100, 108), then `extra` tokens copying on from there (drafts every step)."""
     rng = np.random.default_rng(seed)
     if context < 116:
         raise ValueError(f"context {context} too short (at least 116 tokens)")
@@ -176,8 +154,7 @@ def request_buffer(num_rows: int, context: int, extra: int, donors: list[np.ndar
 
 
 def share_prompts(token_ids: np.ndarray, context: int, rows_per_prompt: int, seed: int = 0) -> np.ndarray:
-    """Rows in groups of `rows_per_prompt` with the first row's prompt (token_ids[:, :context])
-    and its output with about 1 token in 16 changed (samples of one prompt write similar text)."""
+    """Rows in groups sharing the first's prompt, and its output with 1 token in 16 changed."""
     if rows_per_prompt < 1:
         raise ValueError(f"rows_per_prompt={rows_per_prompt} must be >= 1")
     rng = np.random.default_rng(seed)

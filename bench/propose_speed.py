@@ -1,17 +1,6 @@
-"""`specdec bench-propose`: what drafting costs, per request per step, side by side in one run.
-
-For every point of the grid (batch size x context length x tokens in the cross-request
-cache) every method gets the same vLLM-style token buffer (synthetic prompts that copy from
-themselves and from finished requests, then one new token per request per step) and a cache
-filled with the same finished requests. Rows come in groups of `--rows-per-prompt` that share
-their prompt and write similar outputs (samples of one prompt); specdec's drafter is told each
-row's prompt length, as vLLM's input batch tells it, so it drafts from siblings and running
-requests too. Untimed, each method first sees every prompt; then, for each repeat, the
-methods run `--steps` engine steps each, in an order that rotates every repeat, so that
-whatever else the machine does falls on all of them alike.
-A figure is the median over repeats of µs per request per step, with its range (max - min),
-in this process's CPU time by default (`--clock wall` for elapsed time).
-"""
+"""`specdec bench-propose`: drafting cost per request per step, methods side by side on the
+same synthetic buffers and cross-request cache, over a grid (batch x context x cache tokens),
+in repeats whose method order rotates; the median over repeats (process CPU time by default)."""
 
 from __future__ import annotations
 
@@ -97,7 +86,6 @@ def measure_point(
     methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int,
     clock: Callable[[], float] = time.process_time, rows_per_prompt: int = 1,
 ) -> list[PointResult]:
-    """Every method at one point of the grid, interleaved; see the module docstring."""
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
     donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
     token_ids = share_prompts(request_buffer(batch, context, steps * repeats + 1, donors), context, rows_per_prompt)
@@ -131,7 +119,6 @@ def _print_point(results: Sequence[PointResult]) -> None:
 
 
 def _table(points: Sequence[PointResult]) -> str:
-    """Methods as columns, points as rows: median us per request per step (range)."""
     methods = list(dict.fromkeys(p.method for p in points))
     keys = list(dict.fromkeys((p.cache_tokens, p.context, p.batch_size) for p in points))
     by = {(p.cache_tokens, p.context, p.batch_size, p.method): p for p in points}

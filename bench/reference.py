@@ -1,12 +1,6 @@
-"""The workload a bench measures, and the reference outputs the replay scores drafters on:
-generated once with the real engine (no speculation) and cached under the project home.
-
-Greedy: one continuation per prompt. Sampled (`--temperature T --samples S --epochs E`): every
-prompt row becomes S requests (sample 0..S-1), each drawn with its own seed at temperature T,
-one set per epoch; epoch e > 1 draws new samples of the same prompts with other seeds (what a
-nightly re-run or an RL epoch sees). Outputs run `lookahead` tokens past `max_tokens` with
-EOS ignored, because vLLM verifies drafts past the stop point and the replay must count those.
-"""
+"""The workload a bench measures (greedy, or S samples per prompt at T over E epochs, new
+seeds each epoch) and its reference outputs: generated once by the real engine without
+speculation, `lookahead` tokens past max_tokens with EOS ignored, cached under the project home."""
 
 from __future__ import annotations
 
@@ -33,9 +27,6 @@ EPOCH_SEED_STRIDE = 1_000_003
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """Greedy (temperature 0), or `samples` requests per prompt row at `temperature` with
-    `top_p` / `top_k`, seeds derived from `seed`; run `epochs` times, only the last measured."""
-
     temperature: float = 0.0
     samples: int = 1
     top_p: float = 1.0
@@ -58,11 +49,9 @@ class Workload:
 
     @property
     def sampling(self) -> SamplingOptions:
-        """The engine's sampling options (a sampled request carries its own seed)."""
         return SamplingOptions(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
 
     def record_fields(self) -> dict[str, float | int]:
-        """What a record says of its workload: the epoch measured is the last."""
         return {"temperature": self.temperature, "samples": self.samples, "epoch": self.epochs}
 
     def samples_of(self, row_id: str) -> int:
@@ -77,8 +66,7 @@ def epoch_seed(seed: int, epoch: int) -> int:
 
 
 def epoch_requests(requests: Sequence[GenerationRequest], workload: Workload, epoch: int) -> list[GenerationRequest]:
-    """The requests of `epoch`: greedy, the rows themselves; sampled, every row as its samples
-    (ids unchanged, sample 0..S-1, next to each other), each with its seed for this epoch."""
+    """The requests of `epoch`: the rows, or each row's samples with this epoch's seeds."""
     if not workload.sampled:
         return list(requests)
     base = epoch_seed(workload.seed, epoch)
@@ -87,15 +75,12 @@ def epoch_requests(requests: Sequence[GenerationRequest], workload: Workload, ep
 
 
 def replay_id(req_id: str, sample: int = 0, epoch: int = 1) -> str:
-    """A replayed request's id: unique per row, sample and epoch, as vLLM's request ids are
-    unique per engine (a drafter keying state by id must not mistake one for another)."""
+    """Unique per row, sample and epoch, as vLLM's request ids are per engine."""
     return f"{req_id}#s{sample}e{epoch}"
 
 
 def reference_path(model_dir: Path, requests: Sequence[GenerationRequest], lookahead: int,
                    workload: Workload = Workload()) -> Path:
-    """The cache file of a reference; sampled requests carry their sample and seed, which
-    enter the key with the workload's sampling options."""
     digest = hashlib.sha256()
     digest.update(str(model_dir).encode())
     digest.update(str(lookahead).encode())
@@ -117,9 +102,7 @@ def reference(
     lookahead: int = LOOKAHEAD,
     engine: Any = None,
 ) -> list[list[ReplayRequest]]:
-    """Every epoch's replay requests, epoch 1 first (ids from `replay_id`). References not
-    cached yet are generated together, with `engine` where given (a started `none` engine),
-    else with one started for them."""
+    """Every epoch's replay requests; missing references generated with `engine` (or a new one)."""
     epochs = [epoch_requests(requests, workload, e) for e in range(1, workload.epochs + 1)]
     paths = [reference_path(model_dir, reqs, lookahead, workload) for reqs in epochs]
     missing = {path: reqs for path, reqs in zip(paths, epochs) if not path.exists()}
@@ -141,7 +124,6 @@ def _read(path: Path) -> dict[tuple[str, int], list[int]]:
 
 def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: EngineConfig, lookahead: int,
                     sampling: SamplingOptions, engine: Any = None) -> None:
-    """Generate every file's requests (one engine for all of them) and write the files."""
     kind = "greedy" if sampling.temperature == 0 else f"sampled (temperature {sampling.temperature})"
     own = engine is None
     if own:

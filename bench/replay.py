@@ -1,23 +1,11 @@
-"""Replay: score a drafter on the target's known outputs without running the target, many
-requests at once, scheduled as vLLM schedules them.
-
-Each request has a reference continuation (greedy, or one sample at a temperature). Up to
-`batch_size` requests run at once (vLLM's `max_num_seqs`), the next waiting one joining as one
-finishes. Each step, running rows are served in order from a token budget
-(`max_batched_tokens`): a decoding row schedules its last token plus its draft, a joining row
-a chunk of its prompt. A forward accepts the longest prefix of each draft that equals the
-reference and emits one token of its own; then the drafter is called once for the rows that
-emitted tokens (finished ones too: vLLM drafts for them once more). With a greedy reference
-the accepted counts are the real engine's; with a sampled one, accepting a draft token iff
-it equals the sampled token is exactly as likely as the engine's rejection sampling
-accepting it. References run past `max_tokens` (EOS ignored): vLLM verifies drafts past the
-stop point and counts those acceptances too.
-
-Only the drafter call is timed (thread CPU time: other processes do not inflate it); the
-step log keeps each step's shape for a cost model to price (bench/cost_models.py). With a
-`learner` the batch budget learns its step-cost model from the simulated times of clean
-decode steps, as the engine's step timer learns from measured ones.
-"""
+"""Replay: score a drafter on the target's known outputs (greedy, or one sample each) without
+the target, scheduled as vLLM schedules: up to `batch_size` running, the next joining as one
+finishes, each step's rows served from a token budget (a decoding row: its token and draft; a
+joining row: a prompt chunk). A forward accepts the draft's longest prefix equal to the
+reference (for a sampled reference as likely as rejection sampling accepts it), then the
+drafter is called for the rows that emitted. References run past max_tokens: vLLM verifies
+drafts past the stop point. The step log keeps each step's shape for a cost model to price;
+with a `learner` the budget learns its step cost from the simulated clean decode steps."""
 
 from __future__ import annotations
 
@@ -56,8 +44,6 @@ LOG_FIELDS = (
 
 
 class Drafter(Protocol):
-    """The two calls a replay makes (specdec's DraftController has them; bench/drafters.py)."""
-
     config: SpecConfig
 
     def step_tokens(self, req_ids: list[str], tokens: Sequence[np.ndarray], num_accepted: Sequence[int],
@@ -87,8 +73,6 @@ class ReplayResult:
 
 @dataclasses.dataclass
 class _Row:
-    """A running request: how far its prompt is in the KV cache, what it has emitted."""
-
     req: ReplayRequest
     sequence: np.ndarray  # prompt + reference continuation
     prompt_len: int
@@ -123,8 +107,7 @@ class Simulation:
 
 
 class SimulatedStepTimer:
-    """The budget's step timer fed with simulated step times: the engine's start-up
-    calibration priced by `cost`, then every clean decode step (the budget sees only its fit)."""
+    """The budget's step timer fed simulated times: the start-up calibration, then clean decode steps."""
 
     def __init__(self, cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> None:
         self.cost = cost
@@ -141,8 +124,7 @@ class SimulatedStepTimer:
 
 
 def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> list[StepSample]:
-    """The samples the engine's calibration would time: after each run's prefill, STEPS - 1
-    decode steps of `size` rows with `forced_k` draft tokens each."""
+    """The decode steps the engine's calibration would time, priced by `cost`."""
     samples = []
     for size, forced_k, prompt_tokens in calibration_runs(max_num_seqs, k_max, max_model_len):
         for step in range(STEPS - 1):
@@ -191,8 +173,7 @@ def simulate(
 
 
 def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, int]]:
-    """(row, tokens scheduled) in running order, within the step's token budget; a draft that
-    does not fit is cut, as vLLM cuts spec tokens over budget."""
+    """(row, tokens scheduled) in running order within the token budget (drafts cut to fit)."""
     budget = max_batched_tokens
     scheduled = []
     for row in running:
@@ -243,8 +224,7 @@ def _advance(row: _Row, num_tokens: int) -> bool:
 
 def _propose(drafter: Drafter, emitting: list[_Row], done: list[_Row], cost: StepCostModel | None,
              tail: bool) -> float:
-    """The drafter call after the step for the rows that emitted tokens, then the finished
-    requests handed back; returns the thread CPU time of both."""
+    """The drafter call for the rows that emitted, then the finished ones; its thread CPU time."""
     if not emitting:
         return 0.0
     started = time.thread_time()
@@ -268,8 +248,7 @@ def _result(row: _Row, drafter: Drafter) -> ReplayResult:
 
 
 def replay(requests: Sequence[ReplayRequest], drafter: Drafter) -> list[ReplayResult]:
-    """One request at a time through one drafter, whose state carries over from request to
-    request as in a vLLM engine."""
+    """One request at a time through one drafter (its state carried over, as in an engine)."""
     return simulate(requests, drafter, batch_size=1, max_batched_tokens=UNBOUNDED).results
 
 

@@ -1,13 +1,6 @@
-"""vLLM's built-in `suffix` method as a per-request proposer, so the replay can score suffix
-decoding without the engine. It drives arctic-inference's `SuffixDecodingCache` as
-`vllm/v1/spec_decode/suffix_decoding.py` (vLLM 0.32) does, with vLLM's defaults: a request's
-prompt starts its own tree the first time it is seen (one output token in), its new tokens
-are appended (to the global tree of responses too); a draft comes from the last
-`max_tree_depth` tokens, at most `max_spec_factor` x the match length + `max_spec_offset`
-tokens (vLLM: 1.0 and 0), the better of the request's own tree and the global one, possibly
-empty; a finished request's tree is dropped, its response kept for later requests (FIFO past
-`max_cached_requests`). One instance per simulated engine run.
-"""
+"""vLLM's `suffix` method as a per-request proposer for the replay: arctic-inference's
+`SuffixDecodingCache` driven as vllm/v1/spec_decode/suffix_decoding.py (0.32) drives it, with
+vLLM's defaults."""
 
 from __future__ import annotations
 
@@ -26,13 +19,10 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 def arctic_available() -> bool:
-    """arctic-inference's suffix tree is installed (scripts/install.sh builds it)."""
     return importlib.util.find_spec("arctic_inference") is not None
 
 
 class ArcticSuffixProposer:
-    """Suffix decoding (arctic-inference's cache) with vLLM's `suffix` method's behaviour."""
-
     def __init__(
         self,
         max_tree_depth: int = VLLM_MAX_TREE_DEPTH,
@@ -77,7 +67,6 @@ class ArcticSuffixProposer:
         return np.asarray(draft.token_ids, dtype=np.int64)
 
     def forget(self, req_id: str) -> None:
-        """The request finished: drop its prompt tree; its response stays cached."""
         if req_id in self.cache.active_requests:
             self.cache.stop_request(req_id)
         self._num_seen.pop(req_id, None)

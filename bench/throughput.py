@@ -1,14 +1,7 @@
-"""Real-engine throughput, methods side by side in one run (`specdec bench --engine vllm`).
-
-Every method gets its own engine (same model, same engine options), warmed up on prompts
-that are not measured and kept alive through the rounds; the methods alternate in rounds
-over the same prompts (bench/rounds.py). Every measurement starts from the same state:
-vLLM's prefix cache emptied, the prompts run once with max_tokens=1 (timed apart, as
-prefill) so that every method finds them in the prefix cache, the cross-request draft cache
-back to cold; then the earlier epochs of a workload run untimed (the drafters keep what they
-learn) and the decode clock times the last. Greedy outputs are compared with `none`'s;
-sampled ones differ from method to method (the random stream depends on the drafts). One
-`BenchRecord` per method and batch size: what `--json` writes and `specdec store-bench` reads.
+"""`specdec bench --engine vllm`: real throughput per method and batch size, the methods
+alternating in interleaved rounds over the same prompts (the order rotating each round). Each
+measurement: prefix cache emptied, a timed max_tokens=1 prefill pass, the draft cache cold,
+earlier epochs untimed, then the timed decode pass. One `BenchRecord` per method and batch size.
 """
 
 from __future__ import annotations
@@ -23,13 +16,100 @@ from typing import Any
 
 from bench import engine_hooks
 from bench.reference import Workload
-from bench.rounds import REFERENCE, UNRESETTABLE, Timing, schedule, summarize
 from specdec.config import EngineConfig, SpecConfig
 from specdec.stats import ShardStats, Totals
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
 DEFAULT_METHODS = ("none", "ngram", "ngram[2..5]", "suffix", "specdec")
+REFERENCE = "none"
+# Methods whose cross-request state lives inside vLLM, out of our reach: a fresh engine for
+# every measurement is the only way to start each one cold.
+UNRESETTABLE = frozenset({"suffix"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    round: int  # from 0
+    method: str
+    batch_size: int
+
+
+def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[Step]:
+    """Every method at every batch size each round, the method order rotating from round to round."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    steps: list[Step] = []
+    for round_ in range(rounds):
+        shift = round_ % len(methods)
+        order = list(methods[shift:]) + list(methods[:shift])
+        steps += [Step(round_, m, b) for b in batch_sizes for m in order]
+    return steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    round: int
+    method: str
+    batch_size: int
+    num_output_tokens: int
+    prefill_s: float  # the max_tokens=1 pass before the clock
+    decode_s: float  # every prompt already in the prefix cache
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.num_output_tokens / self.decode_s
+
+    @property
+    def tokens_per_s(self) -> float:  # end to end
+        return self.num_output_tokens / (self.prefill_s + self.decode_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Spread":
+        return cls(statistics.median(values), min(values), max(values))
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    method: str
+    batch_size: int
+    rounds: int
+    decode_tokens_per_s: Spread
+    tokens_per_s: Spread
+    prefill_s: float  # median
+    decode_ratio: Spread | None  # to none in the same round; None without none
+    ratio: Spread | None
+
+
+def summarize(timings: Sequence[Timing]) -> list[Summary]:
+    """Per method and batch size; ratios pair each round with `none`'s in the same round."""
+    by_key: dict[tuple[str, int], list[Timing]] = {}
+    for t in timings:
+        by_key.setdefault((t.method, t.batch_size), []).append(t)
+    summaries = []
+    for (method, batch_size), runs in by_key.items():
+        paired = _same_round(runs, by_key.get((REFERENCE, batch_size), []))
+        summaries.append(Summary(
+            method, batch_size, len(runs),
+            Spread.of([t.decode_tokens_per_s for t in runs]),
+            Spread.of([t.tokens_per_s for t in runs]),
+            statistics.median(t.prefill_s for t in runs),
+            Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in paired]) if paired else None,
+            Spread.of([t.tokens_per_s / n.tokens_per_s for t, n in paired]) if paired else None,
+        ))
+    return summaries
+
+
+def _same_round(runs: Sequence[Timing], others: Sequence[Timing]) -> list[tuple[Timing, Timing]]:
+    base = {t.round: t for t in others}
+    return [(t, base[t.round]) for t in runs if t.round in base]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,33 +126,25 @@ class BenchRecord:
     started_from: str
     accepted_per_pos: list[int]
     num_output_tokens: int
-    # Medians over the rounds:
-    tokens_per_s: float | None = None  # end to end: the prefill pass and the decode pass
-    seconds: float | None = None  # the same, per round
-    decode_tokens_per_s: float | None = None  # prompts already in the prefix cache
+    tokens_per_s: float | None = None  # medians over the rounds, end to end
+    seconds: float | None = None
+    decode_tokens_per_s: float | None = None
     prefill_seconds: float | None = None
     rounds: int | None = None
-    # Ratio to none in the same round: median, and min and max over the rounds.
-    speedup_vs_none: float | None = None  # end to end
+    speedup_vs_none: float | None = None  # to none in the same round: median, min, max
     speedup_min: float | None = None
     speedup_max: float | None = None
     decode_speedup_vs_none: float | None = None
     decode_speedup_min: float | None = None
     decode_speedup_max: float | None = None
-    # The workload (bench.reference.Workload): greedy, or sampled; the epoch measured.
     temperature: float = 0.0
     samples: int = 1
     epoch: int = 1
 
     @classmethod
     def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
-        return cls(
-            tokens_per_forward=total.tokens_per_forward,
-            acceptance_rate=total.acceptance_rate,
-            accepted_per_pos=total.accepted_per_pos,
-            num_output_tokens=total.num_output_tokens,
-            **fields,
-        )
+        return cls(tokens_per_forward=total.tokens_per_forward, acceptance_rate=total.acceptance_rate,
+                   accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens, **fields)
 
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
@@ -91,9 +163,8 @@ def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConf
 
 
 class MethodEngine:
-    """One method's engine over the rounds: started where needed, warmed up on other prompts.
-    vLLM's suffix cache cannot be cleared from outside: such an engine is restarted after
-    every measurement."""
+    """One method's engine over the rounds, warmed up on other prompts (restarted after each
+    measurement where its draft cache cannot be cleared)."""
 
     def __init__(self, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest]) -> None:
         self.spec, self.engine_cfg, self.warmup = spec, engine_cfg, warmup
@@ -129,9 +200,8 @@ def run_rounds(
     workload: Workload = Workload(),
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[BenchRecord]:
-    """Every method at every batch size in `rounds` interleaved rounds; one record per method
-    and batch size. `epochs`: the workload's requests per epoch, the last one measured; each
-    batch size measures its first max(batch size, `min_prompts`) prompts."""
+    """One record per method and batch size; `epochs`: the requests per epoch, the last
+    measured, its first max(batch size, `min_prompts`) at each batch size."""
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     timings: list[Timing] = []
     results: dict[tuple[str, int], list[GenerationResult]] = {}
@@ -160,8 +230,7 @@ def run_rounds(
 
 def measure(slot: MethodEngine, epochs: Sequence[Sequence[GenerationRequest]], round_: int, batch_size: int,
             method: str, sampling: SamplingOptions = GREEDY) -> tuple[Timing, list[GenerationResult]]:
-    """`method` on `slot`'s engine: from an empty prefix cache, the prefill pass, the
-    cross-request cache back to cold, the earlier epochs (untimed), then the timed last epoch."""
+    """`method` on `slot`'s engine, as the module docstring says."""
     engine = slot.ready()
     engine_hooks.reset_prefix_cache(engine)  # else a second batch size or round would prefill for free
     batch = epochs[-1]
@@ -182,7 +251,6 @@ def measure(slot: MethodEngine, epochs: Sequence[Sequence[GenerationRequest]], r
 def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
                  results: dict[tuple[str, int], list[GenerationResult]], dataset: str, starts: dict[str, int],
                  workload: Workload = Workload()) -> list[BenchRecord]:
-    """One record per method and batch size; acceptance over all its rounds."""
     records = []
     for s in summarize(timings):
         spec, runs = methods[s.method], results[(s.method, s.batch_size)]
@@ -210,7 +278,6 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
 
 
 def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationResult] | None) -> bool | None:
-    """Every round's output of every prompt equals `none`'s (any round of it)."""
     if reference is None:
         return None
     ref = {(r.id, r.sample): r.output_token_ids for r in reference}

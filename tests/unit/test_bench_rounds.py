@@ -5,7 +5,7 @@ stands in for VllmEngine)."""
 import pytest
 
 from bench import throughput
-from bench.rounds import Step, Timing, schedule, summarize
+from bench.throughput import Step, Timing, schedule, summarize
 from bench.throughput import render_table
 from specdec.config import EngineConfig
 from specdec.engines import vllm_engine

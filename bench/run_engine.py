@@ -1,0 +1,158 @@
+"""`specdec bench-run`: many small shards through the real engine (started once) as one stream
+and as the old sequential worker, in interleaved rounds; run throughput excludes engine start.
+`--vs-none`: specdec against its drafting switched off on the same engine."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+from collections.abc import Callable, Sequence
+
+from bench.datasets import BUILTIN, load_rows
+from bench.plots import write_outputs
+from bench.throughput import Spread, schedule
+from specdec import engine_cache
+from specdec.cli_options import add_model_options, model_from_args
+from specdec.generate import ShardRows, generate_shards
+from specdec.params import GenerationParams
+
+SHAPES = ("stream", "sequential")
+Prepare = Callable[[GenerationParams, str], None]  # (params, method) before each measurement
+
+
+@dataclasses.dataclass(frozen=True)
+class RunTiming:
+    round: int
+    shape: str
+    method: str
+    seconds: float  # the run's wall time, engine start excluded
+    num_output_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RunBenchRecord:
+    shape: str
+    method: str
+    engine: str  # vllm-run
+    dataset: str
+    shards: int
+    shard_rows: int
+    max_tokens: int
+    batch_size: int
+    rounds: int
+    num_output_tokens: int  # median over rounds
+    seconds: float  # median
+    tokens_per_s: float  # median, and its spread over the rounds:
+    tokens_per_s_min: float
+    tokens_per_s_max: float
+    vs_sequential: Spread | None  # stream / sequential in the same round
+    vs_none: Spread | None  # specdec / none in the same round and shape
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench-run", help="a run of many shards through the real engine: one stream against "
+                                         "sequential shards")
+    p.add_argument("--input", default="sharegpt", help=f"prompt Parquet file or folder, or {', '.join(BUILTIN)}")
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--shard-rows", type=int, default=8, help="prompts per shard")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
+    p.add_argument("--vs-none", action="store_true", help="also specdec with its drafting off, on the same engine")
+    p.add_argument("--json", default=None, help="write the records here")
+    p.add_argument("--plots", default=None, help="folder for the PNG plot")
+    add_model_options(p, GenerationParams, exclude=("stall_timeout_s",))
+    p.set_defaults(max_tokens=256, batch_size=16)  # the bench's own defaults (a shard's worth of varied answers)
+
+
+def run(args: argparse.Namespace) -> int:
+    params = model_from_args(GenerationParams, args)
+    rows, dataset = load_rows(args.input, args.shards * args.shard_rows)
+    shards = [ShardRows(f"shard-{i}", f"{dataset} shard {i}", rows[i * args.shard_rows : (i + 1) * args.shard_rows], [])
+              for i in range(args.shards)]
+    methods = [params.method, "none"] if args.vs_none and params.method == "specdec" else [params.method]
+    try:
+        timings = run_rounds(shards, params, methods, args.rounds, prepare_engine,
+                             progress=lambda line: print(line, flush=True))
+    finally:
+        engine_cache.close_engines()
+    records = make_records(timings, dataset, shards, params)
+    print(render(records))
+    write_outputs(records, args.json, args.plots)
+    return 0
+
+
+def prepare_engine(params: GenerationParams, method: str) -> None:
+    """The cached engine from a cold start's state (empty prefix cache, cold drafter), drafting
+    only for specdec."""
+    from bench import engine_hooks
+
+    engine, _ = engine_cache.get_engine(params)
+    engine_hooks.reset_prefix_cache(engine)
+    engine_hooks.reset_proposer(engine)
+    engine_hooks.set_drafting(engine, method != "none")
+
+
+def measure(shards: Sequence[ShardRows], params: GenerationParams, sequential: bool) -> tuple[float, int]:
+    """(wall seconds less engine start, output tokens) of one run; a failed shard fails it."""
+    errors: list[BaseException] = []
+    totals = generate_shards(shards, params, params.config_hash(), params.recorded_config(),
+                             lambda work, out, error: errors.append(error) if error else None, sequential=sequential)
+    if errors:
+        raise errors[0]
+    return totals.wall_s - totals.engine_start_s, totals.num_output_tokens
+
+
+def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: Sequence[str], rounds: int,
+               prepare: Prepare, progress: Callable[[str], None] = lambda _: None) -> list[RunTiming]:
+    """Every shape and method in each round, in an order that rotates from round to round,
+    after one untimed warm-up run (engine start, first compiles)."""
+    prepare(params, methods[0])
+    measure(shards[:1], params, sequential=False)
+    kinds = {f"{shape} {method}": (shape, method) for shape in SHAPES for method in methods}
+    timings = []
+    for step in schedule(list(kinds), [params.batch_size], rounds):
+        shape, method = kinds[step.method]
+        prepare(params, method)
+        seconds, tokens = measure(shards, params, sequential=shape == "sequential")
+        timings.append(RunTiming(step.round, shape, method, seconds, tokens))
+        progress(f"round {step.round + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
+                 f"{tokens / seconds:.1f} tokens/s")
+    return timings
+
+
+def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[ShardRows],
+                 params: GenerationParams) -> list[RunBenchRecord]:
+    """One record per shape and method; ratios pair runs of the same round."""
+    by_round = {(t.round, t.shape, t.method): t.num_output_tokens / t.seconds for t in timings}
+    records = []
+    for shape, method in dict.fromkeys((t.shape, t.method) for t in timings):
+        runs = [t for t in timings if (t.shape, t.method) == (shape, method)]
+        rates = Spread.of([t.num_output_tokens / t.seconds for t in runs])
+        records.append(RunBenchRecord(
+            shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
+            params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
+            statistics.median(t.seconds for t in runs), rates.median, rates.low, rates.high,
+            _paired(by_round, runs, ("sequential", method)) if shape == "stream" else None,
+            _paired(by_round, runs, (shape, "none")) if method != "none" else None))
+    return records
+
+
+def _paired(by_round: dict, runs: Sequence[RunTiming], other: tuple[str, str]) -> Spread | None:
+    ratios = [t.num_output_tokens / t.seconds / by_round[(t.round, *other)] for t in runs
+              if (t.round, *other) in by_round]
+    return Spread.of(ratios) if ratios else None
+
+
+def render(records: Sequence[RunBenchRecord]) -> str:
+    header = f"{'shape':<12}{'method':<10}{'tokens/s':>10}{'min-max':>16}{'x sequential':>20}{'x none':>8}"
+    lines = [header, "-" * len(header)]
+    for r in records:
+        seq = f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-{r.vs_sequential.high:.2f})" if r.vs_sequential else "-"
+        none = f"{r.vs_none.median:.2f}" if r.vs_none else "-"
+        lines.append(f"{r.shape:<12}{r.method:<10}{r.tokens_per_s:>10.1f}"
+                     f"{f'{r.tokens_per_s_min:.1f}-{r.tokens_per_s_max:.1f}':>16}{seq:>20}{none:>8}")
+    first = records[0]
+    lines.append(f"{first.dataset}: {first.shards} shards x {first.shard_rows} prompts, max tokens {first.max_tokens}, "
+                 f"{first.batch_size} rows at once; medians over {first.rounds} interleaved round(s), engine start "
+                 "excluded; ratios within a round")
+    return "\n".join(lines)

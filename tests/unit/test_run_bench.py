@@ -1,0 +1,104 @@
+"""The run benches: the replayed run's simulator (bench/run_replay.py) on hand-checkable cases,
+and the real-engine run bench's rounds (bench/run_engine.py) on a continuous-batching double."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import run_engine
+from bench.cost_models import h100_llama3_8b
+from bench.run_replay import (RunJob, fluid_seconds, job, render_run_table, run_records, run_seconds,
+                              sequential_seconds, stream_seconds)
+from specdec import generate as generate_mod
+from specdec.params import GenerationParams
+from specdec.prompts import PromptRow
+from support.echo_engine import EchoTokenizer
+from support.stepping import TokenByToken
+
+
+def steps_only(*forwards: int) -> list[RunJob]:
+    return [RunJob(f, 0.0, f) for f in forwards]
+
+
+def test_one_request_takes_its_forwards_and_a_full_queue_waits_for_rows():
+    assert run_seconds(steps_only(10), rows=4, step_s=1.0) == 10
+    assert run_seconds(steps_only(10, 10, 10, 10), rows=2, step_s=1.0) == 20
+    assert run_seconds(steps_only(3), rows=1, step_s=0.5, start=2.0) == 3.5
+
+
+def test_a_long_request_in_a_shard_drains_the_sequential_worker_not_the_stream():
+    jobs = steps_only(10, 1, 1, 1)
+    # sequential: [10, 1] takes 10 steps, then [1, 1] one more; the stream runs the short
+    # ones beside the long one; the fluid bound puts 13 forwards in full steps of 2
+    assert sequential_seconds(jobs, 2, 1.0, shard=2) == 11
+    assert stream_seconds(jobs, 2, 1.0, shard=2) == 10
+    assert fluid_seconds(jobs, 2, 1.0) == 6.5
+    # shard I/O of 3 s: the sequential worker waits for each shard, the stream reads ahead
+    assert sequential_seconds(jobs, 2, 1.0, shard=2, shard_io_s=3.0) == 3 + 10 + 3 + 1
+    assert stream_seconds(jobs, 2, 1.0, shard=2, shard_io_s=3.0) == 3 + 10
+
+
+def test_one_shard_is_one_stream_and_fluid_le_stream_le_sequential():
+    cost = h100_llama3_8b()
+    lengths = [(50 + 13 * i % 200, 1 + (37 * i) % 300) for i in range(200)]
+    jobs = [job(cost, p, n, n) for p, n in lengths]
+    step_s = cost.step.fixed_s + cost.per_step_overhead_s
+    one_queue = run_seconds(jobs, 16, step_s)
+    assert sequential_seconds(jobs, 16, step_s, shard=len(jobs)) == pytest.approx(one_queue)
+    assert stream_seconds(jobs, 16, step_s, shard=len(jobs)) == pytest.approx(one_queue)
+    for shard in (8, 16, 64):
+        stream = stream_seconds(jobs, 16, step_s, shard)
+        assert fluid_seconds(jobs, 16, step_s) <= stream <= sequential_seconds(jobs, 16, step_s, shard)
+    records = run_records(jobs, cost, step_s, 16, [8, 200], 0.0, method="none", dataset="d")
+    assert records[0].speedup > 1 and records[1].speedup == pytest.approx(1.0)
+    assert "16 rows at once" in render_run_table(records)
+
+
+def test_a_job_prices_its_rows_share_on_the_step_model():
+    cost = h100_llama3_8b()
+    s = cost.step
+    # prompt 10, 5 output tokens in 5 forwards (prefill + 4 decode), no drafts
+    kv = 4 * 11 + 1.0 * 4 * 3 / 2  # contexts 11, 12, 13, 14
+    assert job(cost, 10, 5, 5).row_s == pytest.approx(s.per_token_s * (10 + 4) + s.per_kv_token_s * kv)
+    # drafts: 2 decode forwards verifying 6 draft tokens in all
+    assert job(cost, 10, 5, 3, drafted=6, draft_forwards=2).row_s == pytest.approx(
+        s.per_token_s * (10 + 2 + 6) + s.per_kv_token_s * (2 * 11 + 2.0 * 2 * 1 / 2))
+
+
+class Engine(TokenByToken):
+    tokenizer = EchoTokenizer()
+
+
+def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
+    engine = Engine(max_num_seqs=4)
+    monkeypatch.setattr(generate_mod, "get_engine", lambda params: (engine, 0.0))
+    rows = [PromptRow(i, f"r{i}", "x" * (1 + 5 * i), None, None) for i in range(8)]
+    shards = [generate_mod.ShardRows(f"s{i}", f"s{i}", rows[2 * i : 2 * i + 2], []) for i in range(4)]
+    prepared: list[str] = []
+    params = GenerationParams(max_tokens=64, batch_size=4, method="specdec")
+    timings = run_engine.run_rounds(shards, params, ["specdec", "none"], 2,
+                                    lambda params, method: prepared.append(method))
+    assert prepared == ["specdec"] + ["specdec", "none", "specdec", "none"] + ["none", "specdec", "none", "specdec"]
+    assert [(t.round, t.shape, t.method) for t in timings][:4] == [
+        (0, "stream", "specdec"), (0, "stream", "none"), (0, "sequential", "specdec"), (0, "sequential", "none")]
+    assert [(t.shape, t.method) for t in timings][4:] == [
+        ("stream", "none"), ("sequential", "specdec"), ("sequential", "none"), ("stream", "specdec")]
+    assert {t.num_output_tokens for t in timings} == {8 * 64}  # every request to max_tokens, every run
+    records = run_engine.make_records(timings, "d", shards, params)
+    assert [(r.shape, r.method) for r in records] == [
+        ("stream", "specdec"), ("stream", "none"), ("sequential", "specdec"), ("sequential", "none")]
+    stream = records[0]
+    assert stream.rounds == 2 and stream.vs_sequential is not None and stream.vs_none is not None
+    assert stream.tokens_per_s_min <= stream.tokens_per_s <= stream.tokens_per_s_max
+    assert records[2].vs_sequential is None and records[1].vs_none is None
+    assert "x sequential" in run_engine.render(records)
+
+
+def test_paired_ratios_take_the_same_round():
+    timings = [run_engine.RunTiming(r, shape, "none", seconds, 100) for r, shape, seconds in
+               [(0, "stream", 1.0), (0, "sequential", 2.0), (1, "stream", 2.0), (1, "sequential", 3.0)]]
+    shards = [generate_mod.ShardRows("s", "s", [], [])]
+    stream = run_engine.make_records(timings, "d", shards, GenerationParams())[0]
+    assert stream.vs_sequential is not None
+    assert (stream.vs_sequential.low, stream.vs_sequential.high) == pytest.approx((1.5, 2.0))
+    assert (stream.tokens_per_s_min, stream.tokens_per_s_max) == (50.0, 100.0)
