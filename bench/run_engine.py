@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from bench.datasets import BUILTIN, load_rows
 from bench.plots import write_outputs
-from bench.throughput import Spread, schedule
+from bench.throughput import Spread, ratio_spread, schedule
 from specdec import engine_cache
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.generate import ShardRows, generate_shards
@@ -28,6 +28,10 @@ class RunTiming:
     method: str
     seconds: float  # the run's wall time, engine start excluded
     num_output_tokens: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_output_tokens / self.seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,24 +127,19 @@ def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: S
 def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[ShardRows],
                  params: GenerationParams) -> list[RunBenchRecord]:
     """One record per shape and method; ratios pair runs of the same round."""
-    by_round = {(t.round, t.shape, t.method): t.num_output_tokens / t.seconds for t in timings}
     records = []
     for shape, method in dict.fromkeys((t.shape, t.method) for t in timings):
         runs = [t for t in timings if (t.shape, t.method) == (shape, method)]
-        rates = Spread.of([t.num_output_tokens / t.seconds for t in runs])
+        rates = Spread.of([t.tokens_per_s for t in runs])
+        sequential = [t for t in timings if (t.shape, t.method) == ("sequential", method)]
+        none = [t for t in timings if (t.shape, t.method) == (shape, "none")]
         records.append(RunBenchRecord(
             shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
             params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
             statistics.median(t.seconds for t in runs), rates.median, rates.low, rates.high,
-            _paired(by_round, runs, ("sequential", method)) if shape == "stream" else None,
-            _paired(by_round, runs, (shape, "none")) if method != "none" else None))
+            ratio_spread(runs, sequential, lambda t: t.tokens_per_s) if shape == "stream" else None,
+            ratio_spread(runs, none, lambda t: t.tokens_per_s) if method != "none" else None))
     return records
-
-
-def _paired(by_round: dict, runs: Sequence[RunTiming], other: tuple[str, str]) -> Spread | None:
-    ratios = [t.num_output_tokens / t.seconds / by_round[(t.round, *other)] for t in runs
-              if (t.round, *other) in by_round]
-    return Spread.of(ratios) if ratios else None
 
 
 def render(records: Sequence[RunBenchRecord]) -> str:

@@ -95,21 +95,19 @@ def summarize(timings: Sequence[Timing]) -> list[Summary]:
         by_key.setdefault((t.method, t.batch_size), []).append(t)
     summaries = []
     for (method, batch_size), runs in by_key.items():
-        paired = _same_round(runs, by_key.get((REFERENCE, batch_size), []))
+        none = by_key.get((REFERENCE, batch_size), [])
         summaries.append(Summary(
-            method, batch_size, len(runs),
-            Spread.of([t.decode_tokens_per_s for t in runs]),
-            Spread.of([t.tokens_per_s for t in runs]),
-            statistics.median(t.prefill_s for t in runs),
-            Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in paired]) if paired else None,
-            Spread.of([t.tokens_per_s / n.tokens_per_s for t, n in paired]) if paired else None,
-        ))
+            method, batch_size, len(runs), Spread.of([t.decode_tokens_per_s for t in runs]),
+            Spread.of([t.tokens_per_s for t in runs]), statistics.median(t.prefill_s for t in runs),
+            ratio_spread(runs, none, lambda t: t.decode_tokens_per_s), ratio_spread(runs, none, lambda t: t.tokens_per_s)))
     return summaries
 
 
-def _same_round(runs: Sequence[Timing], others: Sequence[Timing]) -> list[tuple[Timing, Timing]]:
-    base = {t.round: t for t in others}
-    return [(t, base[t.round]) for t in runs if t.round in base]
+def ratio_spread(runs: Sequence[Any], others: Sequence[Any], rate: Callable[[Any], float]) -> Spread | None:
+    """`rate` of each run over the other's in the same round (`.round`); None when no round pairs."""
+    base = {t.round: rate(t) for t in others}
+    ratios = [rate(t) / base[t.round] for t in runs if t.round in base]
+    return Spread.of(ratios) if ratios else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,18 +186,10 @@ class MethodEngine:
             self.engine, self.measured = None, False
 
 
-def run_rounds(
-    methods: dict[str, SpecConfig],
-    engine_cfg: EngineConfig,
-    epochs: Sequence[Sequence[GenerationRequest]],
-    warmup: Sequence[GenerationRequest],
-    batch_sizes: Sequence[int],
-    rounds: int,
-    dataset: str,
-    min_prompts: int,
-    workload: Workload = Workload(),
-    progress: Callable[[str], None] = lambda _: None,
-) -> list[BenchRecord]:
+def run_rounds(methods: dict[str, SpecConfig], engine_cfg: EngineConfig, epochs: Sequence[Sequence[GenerationRequest]],
+               warmup: Sequence[GenerationRequest], batch_sizes: Sequence[int], rounds: int, dataset: str,
+               min_prompts: int, workload: Workload = Workload(),
+               progress: Callable[[str], None] = lambda _: None) -> list[BenchRecord]:
     """One record per method and batch size; `epochs`: the requests per epoch, the last
     measured, its first max(batch size, `min_prompts`) at each batch size."""
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
