@@ -59,18 +59,10 @@ class _Run:
     simulation: Simulation
 
 
-def project(
-    requests: Sequence[ReplayRequest],
-    dataset: str,
-    methods: Sequence[Method],
-    ks: Sequence[int],
-    batch_sizes: Sequence[int],
-    costs: Sequence[CostModel],
-    max_model_len: int,
-    progress: Callable[[str], None] = lambda _: None,
-    warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
-    workload: Workload = Workload(),
-) -> list[ProjectionRecord]:
+def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[Method], ks: Sequence[int],
+            batch_sizes: Sequence[int], costs: Sequence[CostModel], max_model_len: int,
+            progress: Callable[[str], None] = lambda _: None, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
+            workload: Workload = Workload()) -> list[ProjectionRecord]:
     """Records for every method, K, batch size (at most the requests) and cost model; `none`
     always runs (the speed-ups are against it)."""
     if all(m.name != "none" for m in methods):
@@ -93,10 +85,9 @@ def _ks(method: Method, ks: Sequence[int]) -> list[int]:
     return list(ks) if method.tuned_k else [max(ks)]
 
 
-def simulate_and_price(
-    requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
-    costs: Sequence[CostModel], max_model_len: int, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
-) -> list[_Run]:
+def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
+                       costs: Sequence[CostModel], max_model_len: int,
+                       warmup_epochs: Sequence[Sequence[ReplayRequest]] = ()) -> list[_Run]:
     """Without the budget a replay does not depend on the clock: one per token budget."""
     runs = []
     shared: dict[int, Simulation] = {}
@@ -177,12 +168,10 @@ def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
                  f"per running request per step)", header, "-" * len(header)]
         for r in group:
             k = "-" if r.method == "none" else str(r.k_max)
-            lines.append(
-                f"{r.batch_size:>5}{r.mean_running:>8.1f}  {r.method:<19}{k:>3}{r.projected_tokens_per_s:>10.1f}"
-                f"{r.projected_decode_tokens_per_s:>10.1f}{r.speedup_vs_none:>8.2f}{r.tokens_per_forward:>8.2f}"
-                f"{r.acceptance_rate:>7.2f}{r.mean_drafted_tokens_per_step:>8.2f}{r.drafting_share:>9.1%}"
-                + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")
-            )
+            lines.append(f"{r.batch_size:>5}{r.mean_running:>8.1f}  {r.method:<19}{k:>3}{r.projected_tokens_per_s:>10.1f}"
+                         f"{r.projected_decode_tokens_per_s:>10.1f}{r.speedup_vs_none:>8.2f}{r.tokens_per_forward:>8.2f}"
+                         f"{r.acceptance_rate:>7.2f}{r.mean_drafted_tokens_per_step:>8.2f}{r.drafting_share:>9.1%}"
+                         + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS"))
         blocks.append("\n".join(lines + [""] + standing(group)))
     return "\n\n".join(blocks)
 
@@ -207,9 +196,7 @@ def standing(group: Sequence[ProjectionRecord]) -> list[str]:
         best = max(baselines, key=lambda r: r.projected_tokens_per_s)
         oracle = at.get("oracle")
         ceiling = f", oracle {oracle.speedup_vs_none:.2f}x none" if oracle else ""
-        lines.append(
-            f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
-            f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
-            f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}"
-        )
+        lines.append(f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
+                     f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
+                     f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}")
     return lines

@@ -242,10 +242,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def measure_point(
-    methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int,
-    clock: Callable[[], float] = time.process_time, rows_per_prompt: int = 1,
-) -> list[PointResult]:
+def measure_point(methods: Sequence[str], batch: int, context: int, cache_tokens: int, k: int, steps: int, repeats: int,
+                  clock: Callable[[], float] = time.process_time, rows_per_prompt: int = 1) -> list[PointResult]:
     filler = list(finished_requests(cache_tokens)) if cache_tokens else []
     donors = filler[:64] or list(finished_requests(64 * 2048, seed=3))  # spans prompts copy from
     token_ids = share_prompts(request_buffer(batch, context, steps * repeats + 1, donors), context, rows_per_prompt)
@@ -264,11 +262,8 @@ def measure_point(
                 drafted[m] += runners[m].step(token_ids, lengths[m])
             times[m].append((clock() - started) / (steps * batch) * 1e6)
     del runners
-    return [
-        PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])),
-                    repeats, steps, drafted[m] / (steps * repeats * batch))
-        for m in methods
-    ]
+    return [PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])), repeats,
+                        steps, drafted[m] / (steps * repeats * batch)) for m in methods]
 
 
 def _print_point(results: Sequence[PointResult]) -> None:

@@ -134,13 +134,8 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
     return samples
 
 
-def simulate(
-    requests: Sequence[ReplayRequest],
-    drafter: Drafter,
-    batch_size: int,
-    max_batched_tokens: int,
-    learner: SimulatedStepTimer | None = None,
-) -> Simulation:
+def simulate(requests: Sequence[ReplayRequest], drafter: Drafter, batch_size: int, max_batched_tokens: int,
+             learner: SimulatedStepTimer | None = None) -> Simulation:
     """Replay `requests` with up to `batch_size` running at once; see the module docstring."""
     if batch_size < 1 or max_batched_tokens < 1:
         raise ValueError(f"batch_size ({batch_size}) and max_batched_tokens ({max_batched_tokens}) must be >= 1")
