@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from bench.plots import grouped, table
 from bench.suffix_baseline import arctic_available
 from specdec.config import SpecConfig
 from specdec.step_cost import REFIT_EVERY, REFIT_ROWS, StepCost
@@ -275,12 +276,8 @@ def _print_point(results: Sequence[PointResult]) -> None:
 
 def _table(points: Sequence[PointResult]) -> str:
     methods = list(dict.fromkeys(p.method for p in points))
-    keys = list(dict.fromkeys((p.cache_tokens, p.context, p.batch_size) for p in points))
-    by = {(p.cache_tokens, p.context, p.batch_size, p.method): p for p in points}
-    head = f"{'cache':>9} {'context':>7} {'batch':>5}  " + "  ".join(f"{m:>26}" for m in methods)
-    rows = [head, "-" * len(head)]
-    for key in keys:
-        cells = [f"{by[(*key, m)].us_per_request_step:>16.2f} ({by[(*key, m)].spread:6.2f})" for m in methods]
-        rows.append(f"{key[0]:>9,} {key[1]:>7} {key[2]:>5}  " + "  ".join(f"{c:>26}" for c in cells))
-    rows.append("us per request per step: median over repeats (range max - min)")
-    return "\n".join(rows)
+    columns = [("cache", ">9,"), ("context", ">8"), ("batch", ">6"), *((m, ">28") for m in methods)]
+    rows = [(g[0].cache_tokens, g[0].context, g[0].batch_size,
+             *(f"{p.us_per_request_step:>16.2f} ({p.spread:6.2f})" for p in g))
+            for g in grouped(points, lambda p: (p.cache_tokens, p.context, p.batch_size))]
+    return "\n".join([*table(columns, rows), "us per request per step: median over repeats (range max - min)"])

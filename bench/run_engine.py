@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from bench.datasets import BUILTIN, load_rows
-from bench.plots import write_outputs
+from bench.plots import table, write_outputs
 from bench.throughput import Spread, ratio_spread, schedule
 from specdec import engine_cache
 from specdec.cli_options import add_model_options, model_from_args
@@ -143,13 +143,12 @@ def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[Sh
 
 
 def render(records: Sequence[RunBenchRecord]) -> str:
-    header = f"{'shape':<12}{'method':<10}{'tokens/s':>10}{'min-max':>16}{'x sequential':>20}{'x none':>8}"
-    lines = [header, "-" * len(header)]
-    for r in records:
-        seq = f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-{r.vs_sequential.high:.2f})" if r.vs_sequential else "-"
-        none = f"{r.vs_none.median:.2f}" if r.vs_none else "-"
-        lines.append(f"{r.shape:<12}{r.method:<10}{r.tokens_per_s:>10.1f}"
-                     f"{f'{r.tokens_per_s_min:.1f}-{r.tokens_per_s_max:.1f}':>16}{seq:>20}{none:>8}")
+    columns = [("shape", "<12"), ("method", "<10"), ("tokens/s", ">10.1f"), ("min-max", ">16"), ("x sequential", ">20"),
+               ("x none", ">8.2f")]
+    lines = table(columns, [(r.shape, r.method, r.tokens_per_s, f"{r.tokens_per_s_min:.1f}-{r.tokens_per_s_max:.1f}",
+                             r.vs_sequential and f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-"
+                                                 f"{r.vs_sequential.high:.2f})", r.vs_none and r.vs_none.median)
+                            for r in records])
     first = records[0]
     lines.append(f"{first.dataset}: {first.shards} shards x {first.shard_rows} prompts, max tokens {first.max_tokens}, "
                  f"{first.batch_size} rows at once; medians over {first.rounds} interleaved round(s), engine start "

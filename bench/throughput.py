@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import engine_hooks
+from bench.plots import table
 from bench.reference import Workload
 from specdec.config import EngineConfig, SpecConfig
 from specdec.stats import ShardStats, Totals
@@ -275,27 +275,19 @@ def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationR
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
-    width = max([20] + [len(r.method) + 2 for r in records])
-    header = (f"{'method':<{width}}{'batch':>6}{'decode/s':>10}{'x none':>8}{'min-max':>12}"
-              f"{'e2e/s':>9}{'x none':>8}{'min-max':>12}{'tok/fwd':>9}{'accept':>8}  identical")
-    lines = [header, "-" * len(header)]
-    for r in records:
-        ident = "-" if r.outputs_identical_to_none is None else ("yes" if r.outputs_identical_to_none else "NO")
-        decode = _ratio(r.decode_speedup_vs_none, r.decode_speedup_min, r.decode_speedup_max)
-        e2e = _ratio(r.speedup_vs_none, r.speedup_min, r.speedup_max)
-        lines.append(f"{r.method:<{width}}{r.batch_size:>6}{_num(r.decode_tokens_per_s, 10)}{decode}"
-                     f"{_num(r.tokens_per_s, 9)}{e2e}{r.tokens_per_forward:>9.2f}{r.acceptance_rate:>8.2f}  {ident}")
+    columns = [("method", f"<{max([20] + [len(r.method) + 2 for r in records])}"), ("batch", ">6"),
+               ("decode/s", ">10.1f"), ("x none", ">8.2f"), ("min-max", ">12"), ("e2e/s", ">9.1f"), ("x none", ">8.2f"),
+               ("min-max", ">12"), ("tok/fwd", ">9.2f"), ("accept", ">8.2f"), ("  identical", "")]
+    lines = table(columns, [(
+        r.method, r.batch_size, r.decode_tokens_per_s, r.decode_speedup_vs_none,
+        _range(r.decode_speedup_min, r.decode_speedup_max), r.tokens_per_s, r.speedup_vs_none,
+        _range(r.speedup_min, r.speedup_max), r.tokens_per_forward, r.acceptance_rate,
+        "  " + {None: "-", True: "yes", False: "NO"}[r.outputs_identical_to_none]) for r in records])
     rounds = "/".join(sorted({str(r.rounds) for r in records}))
     lines.append(f"medians over {rounds} interleaved round(s); ratios to none in the same round; "
                  "decode: prompts already prefilled")
     return "\n".join(lines)
 
 
-def _ratio(median: float | None, low: float | None, high: float | None) -> str:
-    if median is None or low is None or high is None:
-        return f"{'-':>8}{'':>12}"
-    return f"{median:>8.2f}{f'{low:.2f}-{high:.2f}':>12}"
-
-
-def _num(value: float | None, width: int) -> str:
-    return f"{(math.nan if value is None else value):>{width}.1f}"
+def _range(low: float | None, high: float | None) -> str | None:
+    return None if low is None or high is None else f"{low:.2f}-{high:.2f}"
