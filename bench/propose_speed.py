@@ -232,7 +232,10 @@ def run(args: argparse.Namespace) -> int:
                 steps = max(args.steps, -(-args.min_request_steps // batch))
                 got = measure_point(methods, batch, context, cache_tokens, args.k, steps, args.repeats,
                                     CLOCKS[args.clock], args.rows_per_prompt)
-                _print_point(got)
+                for r in got:
+                    print(f"batch {r.batch_size:>4} x {r.context:>5} tokens, cache {r.cache_tokens:>9,}: {r.method:<26} "
+                          f"{r.us_per_request_step:9.2f} us/request/step (range {r.spread:.2f}), "
+                          f"{r.drafted_per_request_step:.2f} tokens drafted", flush=True)
                 points += got
     print()
     print(_table(points))
@@ -265,13 +268,6 @@ def measure_point(methods: Sequence[str], batch: int, context: int, cache_tokens
     del runners
     return [PointResult(m, batch, context, cache_tokens, float(np.median(times[m])), float(np.ptp(times[m])), repeats,
                         steps, drafted[m] / (steps * repeats * batch)) for m in methods]
-
-
-def _print_point(results: Sequence[PointResult]) -> None:
-    for r in results:
-        print(f"batch {r.batch_size:>4} x {r.context:>5} tokens, cache {r.cache_tokens:>9,}: {r.method:<26} "
-              f"{r.us_per_request_step:9.2f} us/request/step (range {r.spread:.2f}), "
-              f"{r.drafted_per_request_step:.2f} tokens drafted", flush=True)
 
 
 def _table(points: Sequence[PointResult]) -> str:

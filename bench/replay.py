@@ -188,12 +188,9 @@ def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, 
 def _shape(scheduled: list[tuple[_Row, int]]) -> tuple[int, ...]:
     """(rows, tokens, KV tokens, draft-KV tokens) of the step, then of its decoding rows."""
     decode = [(row, n) for row, n in scheduled if row.decoding]
-    return _part_shape(scheduled) + _part_shape(decode)
-
-
-def _part_shape(part: list[tuple[_Row, int]]) -> tuple[int, int, int, int]:
-    return (len(part), sum(n for _, n in part), sum(row.num_computed for row, _ in part),
-            sum(row.num_computed for row, n in part if n > 1))
+    return tuple(value for part in (scheduled, decode) for value in (
+        len(part), sum(n for _, n in part), sum(row.num_computed for row, _ in part),
+        sum(row.num_computed for row, n in part if n > 1)))
 
 
 def _advance(row: _Row, num_tokens: int) -> bool:

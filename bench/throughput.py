@@ -17,7 +17,7 @@ from bench import engine_hooks
 from bench.plots import table
 from bench.reference import Workload
 from specdec.config import EngineConfig, SpecConfig
-from specdec.stats import ShardStats, Totals
+from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
@@ -139,11 +139,6 @@ class BenchRecord:
     samples: int = 1
     epoch: int = 1
 
-    @classmethod
-    def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
-        return cls(tokens_per_forward=total.tokens_per_forward, acceptance_rate=total.acceptance_rate,
-                   accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens, **fields)
-
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
     """The real-engine methods by bench name (`ngram` is vLLM's default 5..5 lookup)."""
@@ -246,13 +241,13 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
         spec, runs = methods[s.method], results[(s.method, s.batch_size)]
         kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
         epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
-        decode, e2e = s.decode_ratio, s.ratio
-        records.append(BenchRecord.from_stats(
-            ShardStats.aggregate(r.stats for r in runs),
+        decode, e2e, total = s.decode_ratio, s.ratio, ShardStats.aggregate(r.stats for r in runs)
+        records.append(BenchRecord(
             method=s.method, engine="vllm", dataset=dataset, batch_size=s.batch_size, k_max=spec.k_max,
-            num_requests=len(runs) // s.rounds,
-            outputs_identical_to_none=None if workload.sampled else _identical(
-                runs, results.get((REFERENCE, s.batch_size))),
+            num_requests=len(runs) // s.rounds, tokens_per_forward=total.tokens_per_forward,
+            acceptance_rate=total.acceptance_rate, accepted_per_pos=total.accepted_per_pos,
+            num_output_tokens=total.num_output_tokens,
+            outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, s.batch_size))),
             started_from=(f"{s.rounds} interleaved rounds, {kept} ({starts[s.method]} started), warmed up on "
                           f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
             tokens_per_s=s.tokens_per_s.median,
@@ -262,8 +257,7 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
             speedup_vs_none=e2e.median if e2e else None, speedup_min=e2e.low if e2e else None,
             speedup_max=e2e.high if e2e else None, decode_speedup_vs_none=decode.median if decode else None,
             decode_speedup_min=decode.low if decode else None, decode_speedup_max=decode.high if decode else None,
-            **workload.record_fields(),
-        ))
+            **workload.record_fields()))
     return records
 
 
