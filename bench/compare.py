@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any
 
 from bench import cost_models
 from bench.datasets import BUILTIN, load_rows
@@ -96,11 +97,7 @@ def parse_ks(text: str) -> list[int]:
 
 def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset: str, epochs: int):
     """(requests, tokenizer, workload) of the rows that can run (generate's policy); the others reported."""
-    from transformers import AutoTokenizer
-
-    from specdec.models import resolve_model
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(params.model))
+    tokenizer = _tokenizer(params)
     rows, greedy_samples = reject_greedy_samples(rows, params.temperature, dataset)
     row_samples = tuple((r.id, r.samples) for r in rows if r.samples is not None)
     one_each = [dataclasses.replace(r, samples=None) for r in rows]
@@ -114,6 +111,14 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
     workload = Workload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
                         row_samples, epochs)
     return requests, tokenizer, workload
+
+
+def _tokenizer(params: GenerationParams) -> Any:
+    from transformers import AutoTokenizer
+
+    from specdec.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(params.model))
 
 
 def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
@@ -171,16 +176,12 @@ def _run_mode(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
 
 
 def _replies_run(params: GenerationParams, engine_cfg: EngineConfig, ks, args) -> list:
-    from transformers import AutoTokenizer
-
     from bench.datasets import sharegpt_reply_lengths
     from bench.run_replay import length_jobs, render_run_table, run_records
-    from specdec.models import resolve_model
 
     if not args.run_shards:
         raise ConfigError(f"--input {REPLIES} is for the run mode (--run-shards)")
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(params.model))
-    lengths = sharegpt_reply_lengths(tokenizer, args.limit or 4000, params.prompt_format)
+    lengths = sharegpt_reply_lengths(_tokenizer(params), args.limit or 4000, params.prompt_format)
     records = []
     for cost in _costs(args, engine_cfg, ks):
         jobs, step_s = length_jobs(lengths, cost)

@@ -58,13 +58,10 @@ class CostModel:
 
 
 def h100_llama3_8b() -> CostModel:
-    return CostModel(
-        H100_LLAMA3_8B,
-        StepCost(fixed_s=5.886e-3, per_seq_s=0.0, per_token_s=2.101e-5, per_kv_token_s=3.926e-8),
-        per_step_overhead_s=1.207e-3,
-        max_batched_tokens=H100_MAX_BATCHED_TOKENS,
-        source="SpecDecode-Bench simulator fit, Llama-3.1-8B on one H100 (arXiv 2601.11580)",
-    )
+    return CostModel(H100_LLAMA3_8B, StepCost(fixed_s=5.886e-3, per_seq_s=0.0, per_token_s=2.101e-5,
+                                              per_kv_token_s=3.926e-8),
+                     per_step_overhead_s=1.207e-3, max_batched_tokens=H100_MAX_BATCHED_TOKENS,
+                     source="SpecDecode-Bench simulator fit, Llama-3.1-8B on one H100 (arXiv 2601.11580)")
 
 
 def from_samples(name: str, samples: list[StepSample], prefills: list[PrefillSample], source: str) -> CostModel:
@@ -171,18 +168,12 @@ def price(log: dict[str, np.ndarray], cost: CostModel, draft: DraftCost) -> Pric
     forward = forward + cost.prefill_correction(log["num_rows"] - log["num_decode_rows"],
                                                 log["num_tokens"] - log["num_decode_tokens"])
     decoding = log["num_decode_rows"] > 0
-    decode_forward = np.where(
-        decoding, cost.seconds(log["num_decode_rows"], log["num_decode_tokens"], log["num_decode_kv_tokens"],
-                               log["num_decode_draft_kv_tokens"]), 0.0
-    )
+    decode_forward = np.where(decoding, cost.seconds(log["num_decode_rows"], log["num_decode_tokens"],
+                                                     log["num_decode_kv_tokens"], log["num_decode_draft_kv_tokens"]), 0.0)
     drafting = draft.seconds(log)
     decode_row_steps = float(log["num_decode_rows"].sum())
-    return Priced(
-        seconds=float(forward.sum() + drafting.sum()),
-        decode_seconds=float(decode_forward.sum() + drafting.sum()),
-        draft_seconds=float(drafting.sum()),
-        num_steps=int(forward.shape[0]),
-        mean_running=float(log["num_running"].mean()) if forward.shape[0] else 0.0,
-        mean_drafted_per_row_step=float(log["num_drafted"].sum()) / decode_row_steps if decode_row_steps else 0.0,
-        num_decode_row_steps=int(decode_row_steps),
-    )
+    return Priced(seconds=float(forward.sum() + drafting.sum()), decode_seconds=float(decode_forward.sum() + drafting.sum()),
+                  draft_seconds=float(drafting.sum()), num_steps=int(forward.shape[0]),
+                  mean_running=float(log["num_running"].mean()) if forward.shape[0] else 0.0,
+                  mean_drafted_per_row_step=float(log["num_drafted"].sum()) / decode_row_steps if decode_row_steps else 0.0,
+                  num_decode_row_steps=int(decode_row_steps))

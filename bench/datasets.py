@@ -26,14 +26,8 @@ def load_rows(name_or_path: str, limit: int | None) -> tuple[list[PromptRow], st
     if loader is None:
         return _rows_from_files(Path(name_or_path), limit), Path(name_or_path).stem
     items = loader(limit)
-    rows = [
-        PromptRow(i, r["id"], r["prompt"], _messages(r), None) for i, r in enumerate(items)
-    ]
-    return rows, name_or_path
-
-
-def _messages(item: dict[str, str]):
-    return json.loads(item["messages"]) if item.get("messages") else None
+    messages = [json.loads(r["messages"]) if r.get("messages") else None for r in items]
+    return [PromptRow(i, r["id"], r["prompt"], m, None) for i, (r, m) in enumerate(zip(items, messages))], name_or_path
 
 
 def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:

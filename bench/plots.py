@@ -1,13 +1,35 @@
-"""The bench's JSON records and PNG plots (matplotlib, no display needed): tokens/s or the
-projected speed-up against batch size, run time against shard size, run throughput."""
+"""The bench's outputs: text tables, JSON records and PNG plots (matplotlib, no display
+needed): tokens/s or the projected speed-up against batch size, run time against shard size,
+run throughput."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+
+Column = tuple[str, str]  # (title, its cells' format spec, e.g. ">10.1f")
+
+
+def table(columns: Sequence[Column], rows: Iterable[Sequence[Any]]) -> list[str]:
+    """Header, rule and a line per row, each cell formatted by its column's spec; None: "-"."""
+    widths = [re.match(r"[<>^]?\d*", spec).group() for _, spec in columns]  # type: ignore[union-attr]
+    head = "".join(f"{title:{width}}" for (title, _), width in zip(columns, widths))
+    return [head, "-" * len(head), *("".join(f"{'-':{width}}" if value is None else format(value, spec)
+                                             for value, (_, spec), width in zip(row, columns, widths)) for row in rows)]
+
+
+def grouped(records: Sequence[Any], key: Callable[[Any], Any]) -> list[list[Any]]:
+    """`records` in groups of equal `key`, in the order of each key's first record."""
+    groups: dict[Any, list[Any]] = {}
+    for r in records:
+        groups.setdefault(key(r), []).append(r)
+    return list(groups.values())
 
 
 def write_outputs(records: list[Any], json_path: str | None, plots: str | None) -> None:

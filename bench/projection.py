@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from bench.cost_models import CostModel, Priced, price
 from bench.drafters import Method, all_methods
+from bench.plots import grouped, table
 from bench.reference import Workload
 from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
 from specdec.stats import ShardStats
@@ -59,18 +60,10 @@ class _Run:
     simulation: Simulation
 
 
-def project(
-    requests: Sequence[ReplayRequest],
-    dataset: str,
-    methods: Sequence[Method],
-    ks: Sequence[int],
-    batch_sizes: Sequence[int],
-    costs: Sequence[CostModel],
-    max_model_len: int,
-    progress: Callable[[str], None] = lambda _: None,
-    warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
-    workload: Workload = Workload(),
-) -> list[ProjectionRecord]:
+def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[Method], ks: Sequence[int],
+            batch_sizes: Sequence[int], costs: Sequence[CostModel], max_model_len: int,
+            progress: Callable[[str], None] = lambda _: None, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
+            workload: Workload = Workload()) -> list[ProjectionRecord]:
     """Records for every method, K, batch size (at most the requests) and cost model; `none`
     always runs (the speed-ups are against it)."""
     if all(m.name != "none" for m in methods):
@@ -93,10 +86,9 @@ def _ks(method: Method, ks: Sequence[int]) -> list[int]:
     return list(ks) if method.tuned_k else [max(ks)]
 
 
-def simulate_and_price(
-    requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
-    costs: Sequence[CostModel], max_model_len: int, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
-) -> list[_Run]:
+def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
+                       costs: Sequence[CostModel], max_model_len: int,
+                       warmup_epochs: Sequence[Sequence[ReplayRequest]] = ()) -> list[_Run]:
     """Without the budget a replay does not depend on the clock: one per token budget."""
     runs = []
     shared: dict[int, Simulation] = {}
@@ -166,24 +158,18 @@ def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
 
 
 def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
-    header = (f"{'batch':>5}{'running':>8}  {'method':<19}{'K':>3}{'tok/s':>10}{'decode':>10}{'x none':>8}"
-              f"{'tok/fwd':>8}{'accept':>7}{'drafted':>8}{'drafting':>9}")
+    columns = [("batch", ">5"), ("running", ">8.1f"), ("  method", "<21"), ("K", ">3"), ("tok/s", ">10.1f"),
+               ("decode", ">10.1f"), ("x none", ">8.2f"), ("tok/fwd", ">8.2f"), ("accept", ">7.2f"), ("drafted", ">8.2f"),
+               ("drafting", ">9.1%"), ("", "")]
     blocks = []
-    rows = shown(records)
-    for cost_model, dataset in dict.fromkeys((r.cost_model, r.dataset) for r in rows):
-        group = [r for r in rows if (r.cost_model, r.dataset) == (cost_model, dataset)]
-        lines = [f"projected on {cost_model}: {dataset}, {_requests(group[0])} "
-                 f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
-                 f"per running request per step)", header, "-" * len(header)]
-        for r in group:
-            k = "-" if r.method == "none" else str(r.k_max)
-            lines.append(
-                f"{r.batch_size:>5}{r.mean_running:>8.1f}  {r.method:<19}{k:>3}{r.projected_tokens_per_s:>10.1f}"
-                f"{r.projected_decode_tokens_per_s:>10.1f}{r.speedup_vs_none:>8.2f}{r.tokens_per_forward:>8.2f}"
-                f"{r.acceptance_rate:>7.2f}{r.mean_drafted_tokens_per_step:>8.2f}{r.drafting_share:>9.1%}"
-                + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")
-            )
-        blocks.append("\n".join(lines + [""] + standing(group)))
+    for group in grouped(shown(records), lambda r: (r.cost_model, r.dataset)):
+        rows = [(r.batch_size, r.mean_running, "  " + r.method, None if r.method == "none" else r.k_max,
+                 r.projected_tokens_per_s, r.projected_decode_tokens_per_s, r.speedup_vs_none, r.tokens_per_forward,
+                 r.acceptance_rate, r.mean_drafted_tokens_per_step, r.drafting_share,
+                 "" if r.outputs_identical_to_none else "  OUTPUT DIFFERS") for r in group]
+        blocks.append("\n".join([f"projected on {group[0].cost_model}: {group[0].dataset}, {_requests(group[0])} "
+                                 f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
+                                 f"per running request per step)", *table(columns, rows), "", *standing(group)]))
     return "\n\n".join(blocks)
 
 
@@ -207,9 +193,7 @@ def standing(group: Sequence[ProjectionRecord]) -> list[str]:
         best = max(baselines, key=lambda r: r.projected_tokens_per_s)
         oracle = at.get("oracle")
         ceiling = f", oracle {oracle.speedup_vs_none:.2f}x none" if oracle else ""
-        lines.append(
-            f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
-            f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
-            f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}"
-        )
+        lines.append(f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
+                     f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
+                     f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}")
     return lines

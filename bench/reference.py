@@ -93,15 +93,8 @@ def reference_path(model_dir: Path, requests: Sequence[GenerationRequest], looka
     return specdec_home() / "replay" / f"{digest.hexdigest()[:20]}.parquet"
 
 
-def reference(
-    requests: Sequence[GenerationRequest],
-    workload: Workload,
-    engine_cfg: EngineConfig,
-    model_dir: Path,
-    eos_token_id: int,
-    lookahead: int = LOOKAHEAD,
-    engine: Any = None,
-) -> list[list[ReplayRequest]]:
+def reference(requests: Sequence[GenerationRequest], workload: Workload, engine_cfg: EngineConfig, model_dir: Path,
+              eos_token_id: int, lookahead: int = LOOKAHEAD, engine: Any = None) -> list[list[ReplayRequest]]:
     """Every epoch's replay requests; missing references generated with `engine` (or a new one)."""
     epochs = [epoch_requests(requests, workload, e) for e in range(1, workload.epochs + 1)]
     paths = [reference_path(model_dir, reqs, lookahead, workload) for reqs in epochs]
@@ -142,10 +135,8 @@ def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: Engi
 
 
 def _write(path: Path, rows: list[tuple[str, int, list[int]]]) -> None:
-    table = pa.Table.from_pylist(
-        [{"id": i, "sample": s, "output_token_ids": out} for i, s, out in rows],
-        schema=pa.schema([("id", pa.string()), ("sample", pa.int32()), ("output_token_ids", pa.list_(pa.int32()))]),
-    )
+    schema = pa.schema([("id", pa.string()), ("sample", pa.int32()), ("output_token_ids", pa.list_(pa.int32()))])
+    table = pa.Table.from_pylist([{"id": i, "sample": s, "output_token_ids": out} for i, s, out in rows], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp)

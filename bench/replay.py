@@ -134,13 +134,8 @@ def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, ma
     return samples
 
 
-def simulate(
-    requests: Sequence[ReplayRequest],
-    drafter: Drafter,
-    batch_size: int,
-    max_batched_tokens: int,
-    learner: SimulatedStepTimer | None = None,
-) -> Simulation:
+def simulate(requests: Sequence[ReplayRequest], drafter: Drafter, batch_size: int, max_batched_tokens: int,
+             learner: SimulatedStepTimer | None = None) -> Simulation:
     """Replay `requests` with up to `batch_size` running at once; see the module docstring."""
     if batch_size < 1 or max_batched_tokens < 1:
         raise ValueError(f"batch_size ({batch_size}) and max_batched_tokens ({max_batched_tokens}) must be >= 1")
@@ -193,12 +188,9 @@ def _schedule(running: list[_Row], max_batched_tokens: int) -> list[tuple[_Row, 
 def _shape(scheduled: list[tuple[_Row, int]]) -> tuple[int, ...]:
     """(rows, tokens, KV tokens, draft-KV tokens) of the step, then of its decoding rows."""
     decode = [(row, n) for row, n in scheduled if row.decoding]
-    return _part_shape(scheduled) + _part_shape(decode)
-
-
-def _part_shape(part: list[tuple[_Row, int]]) -> tuple[int, int, int, int]:
-    return (len(part), sum(n for _, n in part), sum(row.num_computed for row, _ in part),
-            sum(row.num_computed for row, n in part if n > 1))
+    return tuple(value for part in (scheduled, decode) for value in (
+        len(part), sum(n for _, n in part), sum(row.num_computed for row, _ in part),
+        sum(row.num_computed for row, n in part if n > 1)))
 
 
 def _advance(row: _Row, num_tokens: int) -> bool:

@@ -10,8 +10,8 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from bench.datasets import BUILTIN, load_rows
-from bench.plots import write_outputs
-from bench.throughput import Spread, schedule
+from bench.plots import table, write_outputs
+from bench.throughput import Spread, ratio_spread, schedule
 from specdec import engine_cache
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.generate import ShardRows, generate_shards
@@ -28,6 +28,10 @@ class RunTiming:
     method: str
     seconds: float  # the run's wall time, engine start excluded
     num_output_tokens: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_output_tokens / self.seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,34 +127,28 @@ def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: S
 def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[ShardRows],
                  params: GenerationParams) -> list[RunBenchRecord]:
     """One record per shape and method; ratios pair runs of the same round."""
-    by_round = {(t.round, t.shape, t.method): t.num_output_tokens / t.seconds for t in timings}
     records = []
     for shape, method in dict.fromkeys((t.shape, t.method) for t in timings):
         runs = [t for t in timings if (t.shape, t.method) == (shape, method)]
-        rates = Spread.of([t.num_output_tokens / t.seconds for t in runs])
+        rates = Spread.of([t.tokens_per_s for t in runs])
+        sequential = [t for t in timings if (t.shape, t.method) == ("sequential", method)]
+        none = [t for t in timings if (t.shape, t.method) == (shape, "none")]
         records.append(RunBenchRecord(
             shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
             params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
             statistics.median(t.seconds for t in runs), rates.median, rates.low, rates.high,
-            _paired(by_round, runs, ("sequential", method)) if shape == "stream" else None,
-            _paired(by_round, runs, (shape, "none")) if method != "none" else None))
+            ratio_spread(runs, sequential, lambda t: t.tokens_per_s) if shape == "stream" else None,
+            ratio_spread(runs, none, lambda t: t.tokens_per_s) if method != "none" else None))
     return records
 
 
-def _paired(by_round: dict, runs: Sequence[RunTiming], other: tuple[str, str]) -> Spread | None:
-    ratios = [t.num_output_tokens / t.seconds / by_round[(t.round, *other)] for t in runs
-              if (t.round, *other) in by_round]
-    return Spread.of(ratios) if ratios else None
-
-
 def render(records: Sequence[RunBenchRecord]) -> str:
-    header = f"{'shape':<12}{'method':<10}{'tokens/s':>10}{'min-max':>16}{'x sequential':>20}{'x none':>8}"
-    lines = [header, "-" * len(header)]
-    for r in records:
-        seq = f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-{r.vs_sequential.high:.2f})" if r.vs_sequential else "-"
-        none = f"{r.vs_none.median:.2f}" if r.vs_none else "-"
-        lines.append(f"{r.shape:<12}{r.method:<10}{r.tokens_per_s:>10.1f}"
-                     f"{f'{r.tokens_per_s_min:.1f}-{r.tokens_per_s_max:.1f}':>16}{seq:>20}{none:>8}")
+    columns = [("shape", "<12"), ("method", "<10"), ("tokens/s", ">10.1f"), ("min-max", ">16"), ("x sequential", ">20"),
+               ("x none", ">8.2f")]
+    lines = table(columns, [(r.shape, r.method, r.tokens_per_s, f"{r.tokens_per_s_min:.1f}-{r.tokens_per_s_max:.1f}",
+                             r.vs_sequential and f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-"
+                                                 f"{r.vs_sequential.high:.2f})", r.vs_none and r.vs_none.median)
+                            for r in records])
     first = records[0]
     lines.append(f"{first.dataset}: {first.shards} shards x {first.shard_rows} prompts, max tokens {first.max_tokens}, "
                  f"{first.batch_size} rows at once; medians over {first.rounds} interleaved round(s), engine start "

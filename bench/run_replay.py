@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from bench.cost_models import CostModel
 from bench.drafters import Method
+from bench.plots import grouped, table
 from bench.projection import simulate_and_price
 from bench.replay import ReplayRequest
 
@@ -148,15 +149,14 @@ def length_jobs(lengths: Sequence[tuple[int, int]], cost: CostModel) -> tuple[li
 
 
 def render_run_table(records: Sequence[RunRecord]) -> str:
-    header = f"{'shard':>7}{'sequential s':>14}{'stream s':>11}{'fluid s':>10}{'stream x':>10}{'/one queue':>12}{'/fluid':>8}"
+    columns = [("shard", ">7"), ("sequential s", ">14.1f"), ("stream s", ">11.1f"), ("fluid s", ">10.1f"),
+               ("stream x", ">10.2f"), ("/one queue", ">12.3f"), ("/fluid", ">8.3f")]
     blocks = []
-    for key in dict.fromkeys((r.cost_model, r.dataset, r.method, r.rows) for r in records):
-        group = [r for r in records if (r.cost_model, r.dataset, r.method, r.rows) == key]
-        first = group[0]
-        lines = [f"run on {key[0]}: {key[1]} {key[2]}, {first.num_requests} requests, {key[3]} rows at once, "
-                 f"{first.tokens_per_forward:.2f} tokens/forward, one queue {first.one_queue_s:.1f} s, "
-                 f"shard I/O {first.shard_io_s:g} s", header, "-" * len(header)]
-        lines += [f"{r.shard_size:>7}{r.sequential_s:>14.1f}{r.stream_s:>11.1f}{r.fluid_s:>10.1f}{r.speedup:>10.2f}"
-                  f"{r.stream_vs_one_queue:>12.3f}{r.stream_vs_fluid:>8.3f}" for r in group]
-        blocks.append("\n".join(lines))
+    for group in grouped(records, lambda r: (r.cost_model, r.dataset, r.method, r.rows)):
+        r = group[0]
+        blocks.append("\n".join([
+            f"run on {r.cost_model}: {r.dataset} {r.method}, {r.num_requests} requests, {r.rows} rows at once, "
+            f"{r.tokens_per_forward:.2f} tokens/forward, one queue {r.one_queue_s:.1f} s, shard I/O {r.shard_io_s:g} s",
+            *table(columns, [(r.shard_size, r.sequential_s, r.stream_s, r.fluid_s, r.speedup, r.stream_vs_one_queue,
+                              r.stream_vs_fluid) for r in group])]))
     return "\n\n".join(blocks)

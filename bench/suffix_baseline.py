@@ -23,15 +23,9 @@ def arctic_available() -> bool:
 
 
 class ArcticSuffixProposer:
-    def __init__(
-        self,
-        max_tree_depth: int = VLLM_MAX_TREE_DEPTH,
-        max_cached_requests: int = VLLM_MAX_CACHED_REQUESTS,
-        max_spec_factor: float = VLLM_MAX_SPEC_FACTOR,
-        min_token_prob: float = VLLM_MIN_TOKEN_PROB,
-        max_spec_offset: float = VLLM_MAX_SPEC_OFFSET,
-        max_model_len: int = 1 << 30,
-    ) -> None:
+    def __init__(self, max_tree_depth: int = VLLM_MAX_TREE_DEPTH, max_cached_requests: int = VLLM_MAX_CACHED_REQUESTS,
+                 max_spec_factor: float = VLLM_MAX_SPEC_FACTOR, min_token_prob: float = VLLM_MIN_TOKEN_PROB,
+                 max_spec_offset: float = VLLM_MAX_SPEC_OFFSET, max_model_len: int = 1 << 30) -> None:
         from arctic_inference.suffix_decoding import SuffixDecodingCache
 
         self.max_tree_depth = max_tree_depth

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import engine_hooks
+from bench.plots import table
 from bench.reference import Workload
 from specdec.config import EngineConfig, SpecConfig
-from specdec.stats import ShardStats, Totals
+from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 GREEDY = SamplingOptions(temperature=0.0)
@@ -95,21 +95,19 @@ def summarize(timings: Sequence[Timing]) -> list[Summary]:
         by_key.setdefault((t.method, t.batch_size), []).append(t)
     summaries = []
     for (method, batch_size), runs in by_key.items():
-        paired = _same_round(runs, by_key.get((REFERENCE, batch_size), []))
+        none = by_key.get((REFERENCE, batch_size), [])
         summaries.append(Summary(
-            method, batch_size, len(runs),
-            Spread.of([t.decode_tokens_per_s for t in runs]),
-            Spread.of([t.tokens_per_s for t in runs]),
-            statistics.median(t.prefill_s for t in runs),
-            Spread.of([t.decode_tokens_per_s / n.decode_tokens_per_s for t, n in paired]) if paired else None,
-            Spread.of([t.tokens_per_s / n.tokens_per_s for t, n in paired]) if paired else None,
-        ))
+            method, batch_size, len(runs), Spread.of([t.decode_tokens_per_s for t in runs]),
+            Spread.of([t.tokens_per_s for t in runs]), statistics.median(t.prefill_s for t in runs),
+            ratio_spread(runs, none, lambda t: t.decode_tokens_per_s), ratio_spread(runs, none, lambda t: t.tokens_per_s)))
     return summaries
 
 
-def _same_round(runs: Sequence[Timing], others: Sequence[Timing]) -> list[tuple[Timing, Timing]]:
-    base = {t.round: t for t in others}
-    return [(t, base[t.round]) for t in runs if t.round in base]
+def ratio_spread(runs: Sequence[Any], others: Sequence[Any], rate: Callable[[Any], float]) -> Spread | None:
+    """`rate` of each run over the other's in the same round (`.round`); None when no round pairs."""
+    base = {t.round: rate(t) for t in others}
+    ratios = [rate(t) / base[t.round] for t in runs if t.round in base]
+    return Spread.of(ratios) if ratios else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,11 +138,6 @@ class BenchRecord:
     temperature: float = 0.0
     samples: int = 1
     epoch: int = 1
-
-    @classmethod
-    def from_stats(cls, total: Totals, **fields) -> "BenchRecord":
-        return cls(tokens_per_forward=total.tokens_per_forward, acceptance_rate=total.acceptance_rate,
-                   accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens, **fields)
 
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
@@ -188,18 +181,10 @@ class MethodEngine:
             self.engine, self.measured = None, False
 
 
-def run_rounds(
-    methods: dict[str, SpecConfig],
-    engine_cfg: EngineConfig,
-    epochs: Sequence[Sequence[GenerationRequest]],
-    warmup: Sequence[GenerationRequest],
-    batch_sizes: Sequence[int],
-    rounds: int,
-    dataset: str,
-    min_prompts: int,
-    workload: Workload = Workload(),
-    progress: Callable[[str], None] = lambda _: None,
-) -> list[BenchRecord]:
+def run_rounds(methods: dict[str, SpecConfig], engine_cfg: EngineConfig, epochs: Sequence[Sequence[GenerationRequest]],
+               warmup: Sequence[GenerationRequest], batch_sizes: Sequence[int], rounds: int, dataset: str,
+               min_prompts: int, workload: Workload = Workload(),
+               progress: Callable[[str], None] = lambda _: None) -> list[BenchRecord]:
     """One record per method and batch size; `epochs`: the requests per epoch, the last
     measured, its first max(batch size, `min_prompts`) at each batch size."""
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
@@ -256,13 +241,13 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
         spec, runs = methods[s.method], results[(s.method, s.batch_size)]
         kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
         epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
-        decode, e2e = s.decode_ratio, s.ratio
-        records.append(BenchRecord.from_stats(
-            ShardStats.aggregate(r.stats for r in runs),
+        decode, e2e, total = s.decode_ratio, s.ratio, ShardStats.aggregate(r.stats for r in runs)
+        records.append(BenchRecord(
             method=s.method, engine="vllm", dataset=dataset, batch_size=s.batch_size, k_max=spec.k_max,
-            num_requests=len(runs) // s.rounds,
-            outputs_identical_to_none=None if workload.sampled else _identical(
-                runs, results.get((REFERENCE, s.batch_size))),
+            num_requests=len(runs) // s.rounds, tokens_per_forward=total.tokens_per_forward,
+            acceptance_rate=total.acceptance_rate, accepted_per_pos=total.accepted_per_pos,
+            num_output_tokens=total.num_output_tokens,
+            outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, s.batch_size))),
             started_from=(f"{s.rounds} interleaved rounds, {kept} ({starts[s.method]} started), warmed up on "
                           f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
             tokens_per_s=s.tokens_per_s.median,
@@ -272,8 +257,7 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
             speedup_vs_none=e2e.median if e2e else None, speedup_min=e2e.low if e2e else None,
             speedup_max=e2e.high if e2e else None, decode_speedup_vs_none=decode.median if decode else None,
             decode_speedup_min=decode.low if decode else None, decode_speedup_max=decode.high if decode else None,
-            **workload.record_fields(),
-        ))
+            **workload.record_fields()))
     return records
 
 
@@ -285,27 +269,19 @@ def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationR
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
-    width = max([20] + [len(r.method) + 2 for r in records])
-    header = (f"{'method':<{width}}{'batch':>6}{'decode/s':>10}{'x none':>8}{'min-max':>12}"
-              f"{'e2e/s':>9}{'x none':>8}{'min-max':>12}{'tok/fwd':>9}{'accept':>8}  identical")
-    lines = [header, "-" * len(header)]
-    for r in records:
-        ident = "-" if r.outputs_identical_to_none is None else ("yes" if r.outputs_identical_to_none else "NO")
-        decode = _ratio(r.decode_speedup_vs_none, r.decode_speedup_min, r.decode_speedup_max)
-        e2e = _ratio(r.speedup_vs_none, r.speedup_min, r.speedup_max)
-        lines.append(f"{r.method:<{width}}{r.batch_size:>6}{_num(r.decode_tokens_per_s, 10)}{decode}"
-                     f"{_num(r.tokens_per_s, 9)}{e2e}{r.tokens_per_forward:>9.2f}{r.acceptance_rate:>8.2f}  {ident}")
+    columns = [("method", f"<{max([20] + [len(r.method) + 2 for r in records])}"), ("batch", ">6"),
+               ("decode/s", ">10.1f"), ("x none", ">8.2f"), ("min-max", ">12"), ("e2e/s", ">9.1f"), ("x none", ">8.2f"),
+               ("min-max", ">12"), ("tok/fwd", ">9.2f"), ("accept", ">8.2f"), ("  identical", "")]
+    lines = table(columns, [(
+        r.method, r.batch_size, r.decode_tokens_per_s, r.decode_speedup_vs_none,
+        _range(r.decode_speedup_min, r.decode_speedup_max), r.tokens_per_s, r.speedup_vs_none,
+        _range(r.speedup_min, r.speedup_max), r.tokens_per_forward, r.acceptance_rate,
+        "  " + {None: "-", True: "yes", False: "NO"}[r.outputs_identical_to_none]) for r in records])
     rounds = "/".join(sorted({str(r.rounds) for r in records}))
     lines.append(f"medians over {rounds} interleaved round(s); ratios to none in the same round; "
                  "decode: prompts already prefilled")
     return "\n".join(lines)
 
 
-def _ratio(median: float | None, low: float | None, high: float | None) -> str:
-    if median is None or low is None or high is None:
-        return f"{'-':>8}{'':>12}"
-    return f"{median:>8.2f}{f'{low:.2f}-{high:.2f}':>12}"
-
-
-def _num(value: float | None, width: int) -> str:
-    return f"{(math.nan if value is None else value):>{width}.1f}"
+def _range(low: float | None, high: float | None) -> str | None:
+    return None if low is None or high is None else f"{low:.2f}-{high:.2f}"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.engine_hooks import state_sizes
 from specdec.datasets import humaneval_rows
 from specdec.types import GenerationRequest, SamplingOptions
+from support.engine_state import state_sizes
 
 pytestmark = pytest.mark.slow
 CACHE_TOKENS = 1_000  # a few finished requests (~100-token prompts + 24 new tokens) fill it

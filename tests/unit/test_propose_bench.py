@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from bench.propose_methods import share_prompts
+from bench.propose_speed import share_prompts
 from support.bench_cli import specdec_main
 
 
