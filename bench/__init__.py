@@ -1,3 +1,3 @@
-"""The bench: `specdec bench` and `specdec bench-propose`, joined to the `specdec` command
+"""The bench: `specdec bench` and `specdec bench-run`, joined to the `specdec` command
 through the entry-point group `specdec.commands` (bench/commands.py). It builds on the core
 (specdec/); the core never imports it."""

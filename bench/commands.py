@@ -2,7 +2,6 @@
 `specdec.commands`:
 
 - `specdec bench`: methods side by side on the same prompts (bench/compare.py);
-- `specdec bench-propose`: what drafting costs per request per step (bench/propose_speed.py);
 - `specdec bench-run`: a run of many shards through the real engine, stream against sequential
   shards (bench/run_engine.py).
 """
@@ -11,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 
-from bench import compare, propose_speed, run_engine
+from bench import compare, run_engine
 
-COMMANDS = ("bench", "bench-propose", "bench-run")
+COMMANDS = ("bench", "bench-run")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    propose_speed.add_parser(sub)
     compare.add_parser(sub)
     run_engine.add_parser(sub)
 
@@ -25,6 +23,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.command == "bench":
         return compare.run(args)
-    if args.command == "bench-run":
-        return run_engine.run(args)
-    return propose_speed.run(args)
+    return run_engine.run(args)

@@ -1,6 +1,6 @@
 """The methods the replay runs: specdec's controller, and the comparisons (vLLM's n-gram,
 arctic's suffix cache, none, an oracle) behind a fixed-K adapter. Baselines' drafting is priced
-by figures fitted to `specdec bench-propose` (their Python wrappers are slower than vLLM's)."""
+by figures fitted to `python -m lab.propose_speed` (their Python wrappers are slower than vLLM's)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ memory (RSS) of the flow process and of every engine process at the start (the f
 committed: the engine is up), after shard `--at` (the cross-request cache is at its bound by
 then with the default settings), every `--every` shards after it and at the end, with the
 growth from shard `--at` in per cent (the target: flat within 5 %); then the driver's and
-drafter's per-request and bounded structures at the end (bench.engine_hooks.state_sizes).
+drafter's per-request and bounded structures at the end (tests/support/engine_state.py).
 A figure to read, not a test: tests never time or weigh anything.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.engine_hooks import state_sizes
+from tests.support.engine_state import state_sizes
 from specdec import engine_cache
 from specdec.datasets import humaneval_rows, sharegpt_rows, write_shard
 

@@ -1,21 +1,20 @@
-"""`specdec bench-propose`: every method at every point, one record per point (behaviour only:
+"""`python -m lab.propose_speed`: every method at every point, one record per point (behaviour only:
 the numbers themselves are not judged); rows sharing prompts."""
 
 import json
 
 import numpy as np
 
-from bench.propose_speed import share_prompts
-from support.bench_cli import specdec_main
+from lab.propose_speed import parser, run, share_prompts
 
 
 def test_bench_propose_writes_one_record_per_method_and_point(tmp_path, monkeypatch):
     out = tmp_path / "propose.json"
     methods = "specdec-worker,suffix-arctic"
-    argv = ["bench-propose", "--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
+    argv = ["--batch-sizes", "1,3", "--contexts", "256", "--cache-tokens", "0,4096",
             "--methods", methods, "--steps", "2", "--min-request-steps", "2", "--repeats", "2", "--rows-per-prompt", "2",
             "--json", str(out)]
-    assert specdec_main(monkeypatch)(argv) == 0
+    assert run(parser().parse_args(argv)) == 0
     records = json.loads(out.read_text())
     points = [r for r in records if r["kind"] == "propose"]
     assert {(r["method"], r["batch_size"], r["cache_tokens"]) for r in points} == {

@@ -1,4 +1,5 @@
-"""`specdec bench-propose`: drafting cost per request per step, methods side by side on the
+"""`python -m lab.propose_speed`: drafting cost per request per step (a drafter developer's
+microbenchmark, not a user's question), methods side by side on the
 same synthetic buffers and cross-request cache, over a grid (batch x context x cache tokens),
 in repeats whose method order rotates; the median over repeats (process CPU time by default).
 Each drafter is driven as its vLLM adapter drives it on vLLM's buffers (`token_ids`
@@ -197,8 +198,9 @@ def _ints(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",")]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench-propose", help="time drafting per request per step, methods side by side")
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m lab.propose_speed",
+                                description="time drafting per request per step, methods side by side")
     p.add_argument("--batch-sizes", default="1,64,256", help="requests per step")
     p.add_argument("--contexts", default="1024,8192", help="prompt tokens per request")
     p.add_argument("--cache-tokens", default="0,1000000", help="tokens of finished requests in the cache")
@@ -218,6 +220,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="cpu: this process's CPU time (what drafting costs; on a shared machine wall "
                         "time also counts other processes' time slices), wall: elapsed time")
     p.add_argument("--json", default=None, help="write one record per point here")
+    return p
 
 
 def run(args: argparse.Namespace) -> int:
@@ -277,3 +280,7 @@ def _table(points: Sequence[PointResult]) -> str:
              *(f"{p.us_per_request_step:>16.2f} ({p.spread:6.2f})" for p in g))
             for g in grouped(points, lambda p: (p.cache_tokens, p.context, p.batch_size))]
     return "\n".join([*table(columns, rows), "us per request per step: median over repeats (range max - min)"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(parser().parse_args()))
