@@ -2,7 +2,7 @@
 
 The core's commands are `generate` and `sample`. Other packages add commands through the
 entry-point group `specdec.commands` (the pipeline adds `run`, `report`, `sql`, ...; the bench
-adds `bench` and `bench-propose`): each entry point names an object with `COMMANDS` (names),
+adds `bench` and `bench-run`): each entry point names an object with `COMMANDS` (names),
 `add_parsers(sub)` and `main(args) -> int`. The core never imports its extensions by name.
 """
 
