@@ -25,7 +25,8 @@ RUN_PREFIX = "demo"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="out/demo", help="folder for prompts, staging, results and the log")
-    parser.add_argument("--prompts-per-shard", type=int, default=16)
+    parser.add_argument("--prompts-per-shard", type=int, default=16,
+                        help="prompts in each shard (two code-edit shards, one chat shard)")
     parser.add_argument("--code-max-tokens", type=int, default=192,
                         help="most new tokens per code-editing answer (they restate the code)")
     parser.add_argument("--chat-max-tokens", type=int, default=96, help="most new tokens per chat answer")
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
 def _use_embedded_prefect(out: Path) -> None:
     """A Prefect home of its own and no API URL: the runs use the embedded server, whatever
     Prefect profile this machine has. Set before Prefect is imported: it reads them then."""
-    os.environ["PREFECT_HOME"] = str((out / "prefect-home").resolve())
+    home = out / "prefect-home"
+    home.mkdir(parents=True, exist_ok=True)  # Prefect makes no missing parent folders
+    os.environ["PREFECT_HOME"] = str(home.resolve())
     os.environ.pop("PREFECT_API_URL", None)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     # Its first start migrates a fresh database: slower than Prefect's 20 s default on 2 cores.

@@ -72,6 +72,10 @@ def console(log_path: Path | None) -> Iterator[Console]:
     # vLLM's records reach the terminal through their own handler only, propagated or not
     handlers[""].addFilter(lambda record: not record.name.startswith(tuple(OWN_HANDLER_LOGGERS)))
     streams = sys.stdout, sys.stderr
+    for stream in streams:  # loggers made before hold them: their lines reach the log as they come
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(line_buffering=True)
     try:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)

@@ -1,14 +1,12 @@
 -- The demo's final table: per shard kind, specdec against `none` on the same shards and the
 -- same engine. $1: the demo's run-name prefix (runs <prefix>-<kind> and <prefix>-<kind>-none).
--- speedup: tokens per engine-second (v_method_comparison); run_speedup: the runs' wall-clock
+-- speedup: the ratio of tokens per engine-second (v_method_comparison); run_speedup: the runs' wall-clock
 -- throughput (output tokens over wall time less engine start), Prefect's per-run work included.
 SELECT substr(c.run_id, length($1) + 2) AS shard_kind,
        s.num_prompts AS prompts,
        c.num_output_tokens AS tokens,
-       s.acceptance_rate,
+       s.acceptance_rate AS acceptance,
        c.tokens_per_forward,
-       c.tokens_per_engine_s,
-       c.baseline_tokens_per_engine_s AS none_tokens_per_engine_s,
        c.speedup,
        c.run_tokens_per_s,
        c.baseline_run_tokens_per_s AS none_run_tokens_per_s,
