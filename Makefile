@@ -14,8 +14,9 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest tests/unit
 
+# DEMO_ARGS: options of `specdec demo`, e.g. DEMO_ARGS=--verbose (the engine's logs on the terminal)
 demo: setup
-	bash scripts/demo.sh $(PY)
+	bash scripts/demo.sh $(PY) $(DEMO_ARGS)
 
 # docs/reference.md is generated from the code (tests/unit/test_reference_docs.py checks it).
 docs: setup

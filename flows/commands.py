@@ -5,6 +5,7 @@
   FlowParams). Without PREFECT_API_URL, Prefect runs it against its embedded server.
 - `specdec report` / `specdec sql`: read-only views of the results database.
 - `specdec store-bench`: add `specdec bench --json` records to a DuckDB file.
+- `specdec demo`: the demo (flows.demo): every run in this one process, on one engine.
 
 Loading this module imports neither prefect nor duckdb: where the pipeline's packages are
 missing, the commands say what to install instead of failing at start-up.
@@ -21,7 +22,7 @@ from pathlib import Path
 from specdec.cli import PipelineMissing
 from specdec.cli_options import add_model_options, model_from_args
 
-COMMANDS = ("run", "report", "sql", "store-bench")
+COMMANDS = ("run", "report", "sql", "store-bench", "demo")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +44,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     store.add_argument("--json", required=True, help="records written by specdec bench --json")
     store.add_argument("--db", required=True, help="DuckDB file (table bench_results, view v_bench_speedup)")
 
+    from flows import demo
+
+    demo.add_arguments(sub.add_parser("demo", help="where speculation pays: code edits and chat, with and without"))
+
 
 def main(args: argparse.Namespace) -> int:
     try:
@@ -52,6 +57,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             return run_flow(args)
+        if args.command == "demo":
+            from flows import demo
+
+            return demo.run(args)
         if args.command == "report":
             from tasks.report import report
 

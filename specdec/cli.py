@@ -43,7 +43,8 @@ def build_parser(providers: Sequence[Any]) -> argparse.ArgumentParser:
     generate_command.add_parser(sub)
     sample = sub.add_parser("sample", help="write prompt shards from a bundled dataset")
     sample.add_argument("--dataset", choices=["humaneval", "demo"], default="humaneval",
-                        help="demo: the demo's shards (HumanEval and ShareGPT prompts) into a folder")
+                        help="demo: the demo's shards (code edits of HumanEval solutions, ShareGPT chat turns), "
+                             "one folder per kind")
     sample.add_argument("--output", required=True, help="Parquet file (humaneval) or folder (demo)")
     sample.add_argument("--limit", type=int, default=None, help="prompts (humaneval) or prompts per shard (demo)")
     for provider in providers:
@@ -100,7 +101,7 @@ def _sample(args: argparse.Namespace) -> int:
     from specdec.datasets import demo_shards, humaneval_rows, write_shard
 
     if args.dataset == "demo":
-        paths = demo_shards(args.output, args.limit or 8)
+        paths = demo_shards(args.output, args.limit) if args.limit else demo_shards(args.output)
     else:
         paths = [write_shard(humaneval_rows(args.limit), args.output)]
     for path in paths:

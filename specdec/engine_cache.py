@@ -4,6 +4,9 @@ The vLLM engine costs ~25-60 s to start on CPU, so a worker process starts it on
 reuses it for every shard it handles, keyed by the engine and speculation configs. A
 different config replaces the cached engine (one engine per process fits in memory; two may
 not), and so does a dead one (stopped for making no progress): the next call starts afresh.
+A `none` request is served by a cached specdec engine of the same EngineConfig with its
+drafting switched off (and a specdec request switches it back on): a baseline without a
+second engine start, whose greedy output is the same (verification is lossless).
 
 An interrupted process (a signal, a cancelled flow run) must not leave its engine
 processes behind: `closing_on_interrupt` shuts the engines down when such an interruption
@@ -37,8 +40,9 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
     """(engine, seconds spent starting it now: 0.0 when reused)."""
     global ENGINE_STARTS
     key = engine_configs(params)
-    if key in _ENGINES and getattr(_ENGINES[key], "alive", True):
-        return _ENGINES[key], 0.0
+    cached = _cached_engine(*key)
+    if cached is not None:
+        return cached, 0.0
     close_engines()
     from specdec.engines.vllm_engine import VllmEngine
 
@@ -47,6 +51,21 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
     _ENGINES[key] = engine
     ENGINE_STARTS += 1
     return engine, time.perf_counter() - started
+
+
+def _cached_engine(engine_config: EngineConfig, spec: SpecConfig) -> Any:
+    """A live cached engine that serves `spec`, its drafting switched to match; None: none does."""
+    for (cached_engine, cached_spec), engine in _ENGINES.items():
+        if cached_engine != engine_config or not getattr(engine, "alive", True):
+            continue
+        if cached_spec == spec:
+            if cached_spec.method == "specdec":
+                engine.set_drafting(True)
+            return engine
+        if spec.method == "none" and cached_spec.method == "specdec":
+            engine.set_drafting(False)
+            return engine
+    return None
 
 
 def engines() -> list[Any]:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specdec.cli_options import add_model_options, model_from_args
+from specdec.console import console
 from specdec.generate import generate_rows
 from specdec.interrupts import temporary_path
 from specdec.params import GenerationParams
@@ -31,6 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--output", required=True, help="Parquet file to write")
     gen.add_argument("--strict", action="store_true",
                      help="fail on any bad row (exit 2, nothing generated) instead of quarantining it")
+    gen.add_argument("--verbose", action="store_true",
+                     help="show the engine's logs here instead of in OUTPUT.log (beside the output)")
     add_model_options(gen, GenerationParams)
 
 
@@ -40,8 +43,14 @@ def run(args: argparse.Namespace) -> int:
     rows, rejected = validate_rows(read_prompt_table(source), source)
     if args.strict and rejected:
         raise InputError(_describe(source, rejected))
-    out = generate_rows(rows, rejected, params, source, params.config_hash(), params.recorded_config(),
-                        show_progress=True, strict=args.strict)
+    with console(None if args.verbose else output.with_suffix(".log")) as term:
+        if term.log_path is not None:
+            term.line(f"specdec: engine logs go to {term.log_path} (--verbose shows them here)")
+        term.status(f"generating {len(rows)} row(s) from {source} (the engine starts first)")
+        out = generate_rows(rows, rejected, params, source, params.config_hash(), params.recorded_config(),
+                            show_progress=args.verbose, strict=args.strict)
+        term.line(f"generated {out.stats.num_output_tokens} tokens for {out.num_prompts} row(s) in "
+                  f"{out.generate_s:.1f} s ({out.tokens_per_s:.1f} tokens/s)")
     # The quarantine file first: the output, renamed into place last, marks a finished run.
     _write_quarantine(out.quarantined, source, output)
     _write_atomically(out.results, output)

@@ -104,6 +104,7 @@ class VllmEngine:
         self.alive = True  # False once closed or killed: the engine cache starts a new one
         self._open: dict[str, _Open] = {}  # requests in the engine, by request id
         self.k_engine = spec_cfg["num_speculative_tokens"] if spec_cfg else 0  # fixed at start-up
+        self.drafting = spec.speculative  # False: runs as `none` (see set_drafting)
         if spec.method == "specdec":
             self.bind(spec)
 
@@ -119,6 +120,19 @@ class VllmEngine:
         if spec.budget:
             calibration.calibrate(self.llm, self.engine_config, self.model_path, spec.k_max, self.cpu_binding)
             log.info("speculation budget step cost: %s", self.step_cost())
+
+    def set_drafting(self, enabled: bool) -> None:
+        """specdec's drafting on (as started) or off: off, the engine runs as `none` would, and
+        its results carry statistics without speculation. Either switch empties vLLM's prefix
+        cache, so that a run starts from the prefix-cache state a freshly started engine has."""
+        if self.spec.method != "specdec":
+            raise ConfigError(f"{self.spec.method}: only specdec's drafting can be switched off")
+        if enabled == self.drafting:
+            return
+        self.llm.collective_rpc(vllm_proposer.set_drafting, args=(enabled,))
+        self.drafting = enabled
+        if not self.llm.reset_prefix_cache():
+            log.warning("vLLM kept its prefix cache (requests running?): the next run may skip prefills")
 
     def step_cost(self) -> dict[str, float] | None:
         """The batch budget's current step-cost model (specdec with budget only)."""
@@ -154,7 +168,7 @@ class VllmEngine:
         """specdec's per-source (drafted, accepted) token counts since the last call, summed
         over the workers, then zeroed there ({} for other methods): one round trip, made
         once per generate call by specdec.generate."""
-        if self.spec.method != "specdec":
+        if self.spec.method != "specdec" or not self.drafting:
             return {}
         total: dict[str, tuple[int, int]] = {}
         for counts in self.llm.collective_rpc(vllm_proposer.take_source_counts):
@@ -208,7 +222,7 @@ class VllmEngine:
 
     def finish_stream(self) -> None:
         """The stream's requests are done: specdec's cache goes to its file."""
-        if self.spec.method == "specdec" and self.spec.cache_file and self.alive:
+        if self.spec.method == "specdec" and self.drafting and self.spec.cache_file and self.alive:
             self.llm.collective_rpc(vllm_proposer.save_cache, args=(self.spec.cache_file,))
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingOptions,
@@ -247,7 +261,7 @@ class VllmEngine:
 
     def _result(self, state: "_Open", completion: Any) -> GenerationResult:
         req = state.request
-        metrics = completion.spec_decode_metrics
+        metrics = completion.spec_decode_metrics if self.drafting else None  # off: as `none` records
         drafted = list(metrics.per_step_drafted) if metrics else []
         accepted = list(metrics.per_step_accepted) if metrics else []
         return GenerationResult(
@@ -256,7 +270,8 @@ class VllmEngine:
             completion="".join(state.text),
             output_token_ids=state.token_ids,
             finish_reason=str(completion.finish_reason),
-            stats=request_stats(len(state.token_ids), drafted, accepted, self.spec.k_ceiling, self.spec.speculative),
+            stats=request_stats(len(state.token_ids), drafted, accepted, self.spec.k_ceiling if self.drafting else
+                                self.spec.k_max, self.drafting),
             per_step_drafted=drafted,
             per_step_accepted=accepted,
         )

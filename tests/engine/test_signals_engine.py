@@ -31,7 +31,7 @@ def test_sigterm_mid_generation_stops_every_engine_process(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "specdec.cli", "generate", "--input", str(tmp_path / "in.parquet"),
              "--output", str(out_dir / "res.parquet"), "--method", "none", "--max-tokens", "128",
-             "--batch-size", "4", "--kv-cache-gib", "1"],
+             "--batch-size", "4", "--kv-cache-gib", "1", "--verbose"],  # the engine's output in this log
             env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for_text(log, "Processed prompts", proc, timeout=400)  # vLLM's bar: generating now

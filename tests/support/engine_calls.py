@@ -32,14 +32,6 @@ def recalibrate(engine: VllmEngine) -> tuple[list[StepSample], list[PrefillSampl
                                  engine.cpu_binding, fresh=True)
 
 
-def set_drafting(engine: VllmEngine, enabled: bool) -> None:
-    """Draft (the default) or propose nothing without calling the controller: the engine then
-    runs as `none` would, with the same processes and memory."""
-    if engine.spec.method != "specdec":
-        raise ConfigError(f"{engine.spec.method}: only specdec's drafting can be switched off")
-    engine.llm.collective_rpc(vllm_proposer.set_drafting, args=(enabled,))
-
-
 def is_newest(engine: VllmEngine) -> bool:
     """Started last in this process: vLLM's metrics registry follows this engine."""
     return engine.serial == VllmEngine.engines_started

@@ -25,7 +25,7 @@ from specdec.datasets import write_shard
 def generate_args(tmp_path: Path) -> list[str]:
     write_shard([{"id": f"r{i}", "prompt": f"prompt {i}"} for i in range(4)], tmp_path / "in.parquet")
     return ["generate", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out" / "res.parquet"),
-            "--method", "none"]
+            "--method", "none", "--verbose"]  # the engine's output stays in this test's log
 
 
 def engine_child(proc: subprocess.Popen) -> psutil.Process:
