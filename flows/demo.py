@@ -73,7 +73,7 @@ def _use_embedded_prefect(out: Path) -> None:
 
 
 def _write_shards(out: Path, per_shard: int, term: Console) -> list[str]:
-    from specdec.datasets import DEMO_KINDS, demo_shards
+    from flows.demo_shards import DEMO_KINDS, demo_shards
 
     prompts = out / "prompts"
     shutil.rmtree(prompts, ignore_errors=True)

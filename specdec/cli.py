@@ -41,12 +41,9 @@ def build_parser(providers: Sequence[Any]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     generate_command.add_parser(sub)
-    sample = sub.add_parser("sample", help="write prompt shards from a bundled dataset")
-    sample.add_argument("--dataset", choices=["humaneval", "demo"], default="humaneval",
-                        help="demo: the demo's shards (code edits of HumanEval solutions, ShareGPT chat turns), "
-                             "one folder per kind")
-    sample.add_argument("--output", required=True, help="Parquet file (humaneval) or folder (demo)")
-    sample.add_argument("--limit", type=int, default=None, help="prompts (humaneval) or prompts per shard (demo)")
+    sample = sub.add_parser("sample", help="write a prompt shard of HumanEval's bundled prompts")
+    sample.add_argument("--output", required=True, help="Parquet file")
+    sample.add_argument("--limit", type=int, default=None, help="prompts")
     for provider in providers:
         provider.add_parsers(sub)
     return parser
@@ -98,14 +95,9 @@ def _core_command(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from specdec.datasets import demo_shards, humaneval_rows, write_shard
+    from specdec.datasets import humaneval_rows, write_shard
 
-    if args.dataset == "demo":
-        paths = demo_shards(args.output, args.limit) if args.limit else demo_shards(args.output)
-    else:
-        paths = [write_shard(humaneval_rows(args.limit), args.output)]
-    for path in paths:
-        print(f"wrote {path}")
+    print(f"wrote {write_shard(humaneval_rows(args.limit), args.output)}")
     return 0
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from specdec.datasets import CODE_EDITS, DEMO_KINDS, code_edit_rows, demo_shards, humaneval_items
+from flows.demo_shards import CODE_EDITS, DEMO_KINDS, code_edit_rows, demo_shards
+from specdec.datasets import humaneval_items
 from support.synthetic_staging import stage_run
 from tasks.db import connect_read_only, load_sql
 from tasks.ingest import ingest
