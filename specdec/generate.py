@@ -113,11 +113,11 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
     """One file's rows (`specdec generate`): `generate_shards` with one shard; raises what
     failed it (bad input with `strict`, a stalled engine)."""
     done: list[tuple[Generation | None, BaseException | None]] = []
-    progress = _progress_bar(rows, params) if show_progress else None
+    progress = _Progress(sum(row.samples or params.samples for row in rows)) if show_progress else None
     try:
         generate_shards([ShardRows(source, source, rows, rejected)], params, config_hash, config,
                         lambda work, out, error: done.append((out, error)), sequential=True, strict=strict,
-                        on_progress=(lambda result: progress.update(1)) if progress is not None else None)
+                        on_progress=progress.update if progress is not None else None)
     finally:
         if progress is not None:
             progress.close()
@@ -128,8 +128,20 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
     return out
 
 
-def _progress_bar(rows: Sequence[PromptRow], params: GenerationParams) -> Any:
-    from tqdm import tqdm
+class _Progress:
+    """A bar of finished requests, drawn from the first one on (not while the engine starts)."""
 
-    total = sum(row.samples or params.samples for row in rows)
-    return tqdm(total=total, desc="requests", unit="req")
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+
+    def update(self, result: Any) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, desc="requests", unit="req")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

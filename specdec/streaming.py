@@ -174,22 +174,22 @@ class _StreamRunner:
             self.close_stream()
             self.engine = self.engines.get()
             self.stream = EngineStream(self.engine, self.sampling)
-            self._set_stream_ending(False)
+            self._hook("set_stream_ending", False)
         return self.stream
 
     def close_stream(self) -> None:
         if self.stream is not None:
             self.totals.busy_s += self.stream.busy_s
             self.totals.cancelled_s += self.stream.cancelled_s
-            finish = getattr(self.engine, "finish_stream", None)
-            if finish is not None and getattr(self.engine, "alive", True):
-                finish()  # e.g. the drafter's cache file is written
+            if getattr(self.engine, "alive", True):
+                self._hook("finish_stream")  # e.g. the drafter's cache file is written
             self.stream = None
 
-    def _set_stream_ending(self, ending: bool) -> None:
-        hook = getattr(self.engine, "set_stream_ending", None)
+    def _hook(self, name: str, *args: Any) -> None:
+        """Call the engine's optional `name` (test doubles may have none)."""
+        hook = getattr(self.engine, name, None)
         if hook is not None:
-            hook(ending)
+            hook(*args)
 
     def run(self, source: Iterator[ShardWork]) -> None:
         exhausted = False
@@ -245,7 +245,7 @@ class _StreamRunner:
             if work is _PENDING:
                 return False
             if work is None:
-                self._set_stream_ending(True)  # nothing more will join: the run's tail
+                self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
                 return True
             self._open(work)
 
@@ -288,9 +288,7 @@ class _StreamRunner:
         self.finisher.put(ShardOutcome(shard.work, [], ShardStats.aggregate([]), 0.0, exc))
 
     def _stop_stalled(self) -> None:
-        stop = getattr(self.engine, "stop_stalled", None)
-        if stop is not None:
-            stop(self.stall_timeout_s or 0.0)
+        self._hook("stop_stalled", self.stall_timeout_s or 0.0)
 
     def _engine_failed(self, exc: Exception) -> None:
         """The engine died or stalled: the shards in it fail (each named), a fresh engine
