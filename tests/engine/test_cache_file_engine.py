@@ -14,7 +14,7 @@ import pytest
 
 from bench.engine_hooks import reset_proposer
 from specdec.drafting import cache_file
-from specdec.drafting.suffix_cache import SuffixTrieCache
+from oracles.suffix_cache import SuffixTrieCache
 from specdec.models import tokenizer_digest
 from specdec.types import GenerationRequest, SamplingOptions
 from support import chi_square, sampling_probe
