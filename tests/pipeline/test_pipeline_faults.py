@@ -219,17 +219,15 @@ def test_s3_gone_for_good_fails_clearly_after_the_retry_budget_without_partial_r
     for name in ("stage_shard", "record_run", "ingest"):  # same retries, shorter waits
         monkeypatch.setattr(t, name, getattr(t, name).with_options(retry_delay_seconds=[0.5, 1, 2]))
 
-    class EndpointDiesOnSecondShard(EchoEngine):
-        calls = 0
+    ingest_task = t.ingest
 
-        def generate(self, requests, sampling, **kw):
-            EndpointDiesOnSecondShard.calls += 1
-            if EndpointDiesOnSecondShard.calls == 2:
-                flaky_s3.down = True
-            return super().generate(requests, sampling, **kw)
+    def ingest_then_outage(*args, **kwargs):  # S3 goes for good once the first shard is in DuckDB
+        report = ingest_task(*args, **kwargs)
+        flaky_s3.down = True
+        return report
 
-    engine = EndpointDiesOnSecondShard()
-    monkeypatch.setattr(generate_mod, "get_engine", lambda *a: (engine, 0.0))
+    monkeypatch.setattr(t, "ingest", ingest_then_outage)
+    monkeypatch.setattr(generate_mod, "get_engine", lambda *a: (EchoEngine(), 0.0))
     state = speculative_generation(**flow_kwargs(tmp_path, flaky_s3), return_state=True)
     assert state.is_failed()
     message = str(state.message) + str(pytest.raises(Exception, state.result).value)

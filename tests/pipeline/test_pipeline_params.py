@@ -78,7 +78,7 @@ def test_hash_covers_what_decides_the_output_and_nothing_else():
     base = GenerationParams()
     same = [dict(batch_size=64), dict(kv_cache_gib=8.0), dict(reserved_cpus=1), dict(max_model_len=512),
             dict(cache_file="x.cache"), dict(enforce_eager=False), dict(ngram_min=3),  # ngram_* only for ngram
-            dict(cache_max_tokens=1000), dict(drafter="python"), dict(stall_timeout_s=5.0)]
+            dict(cache_max_tokens=1000), dict(stall_timeout_s=5.0), dict(read_ahead_requests=64)]
     for change in same:
         assert GenerationParams(**change).config_hash() == base.config_hash(), change
     different = [dict(max_tokens=7), dict(temperature=0.5), dict(top_p=0.9), dict(top_k=5), dict(seed=1),
