@@ -20,7 +20,7 @@ def test_interleaved_rounds_on_the_real_engine_keep_greedy_outputs():
     requests = [GenerationRequest(f"p{i}", tuple(range(200 + i, 240 + i)) * 2, 8) for i in range(2)]
     warmup = [GenerationRequest("w", tuple(range(300, 320)), 4)]
     engine_cfg = EngineConfig(max_model_len=512, kv_cache_gib=1.0)
-    records = run_rounds({n: specs[n] for n in ("none", "ngram[2..5]")}, engine_cfg, requests, warmup,
+    records = run_rounds({n: specs[n] for n in ("none", "ngram[2..5]")}, engine_cfg, [requests], warmup,
                          [1, 2], 2, "synthetic", min_prompts=2)
     assert [(r.method, r.batch_size, r.rounds) for r in records] == [
         ("none", 1, 2), ("ngram[2..5]", 1, 2), ("none", 2, 2), ("ngram[2..5]", 2, 2)]
