@@ -1,24 +1,15 @@
-"""One stream per worker: shards are loaded ahead, their requests share one engine, and each
-shard is handed on the moment its last request finishes.
-
-    loads (caller's iterator: read + validate + tokenize, run in a read-ahead thread, bounded)
-      -> EngineStream (the engine always holds up to `max_in_engine` requests, from any shards)
-      -> on_outcome(ShardOutcome) in a finisher thread (stage + commit), while generation goes on
-
-A shard that fails (its load, its results, or its hand-off) fails alone; a stalled engine fails
-the shards in flight, and a fresh engine takes the rest. `sequential=True` is the worker this
-replaced (load, generate to the last row, hand on, then the next shard), kept only so that the
-run bench can compare the two.
-"""
+"""One stream per worker: shards are loaded ahead (caller's iterator, read-ahead thread,
+bounded), their requests share one engine (held at twice its batch), and each shard goes to
+`on_outcome` in a finisher thread the moment its last request finishes. A failing shard fails
+alone; a stalled engine fails the shards in it and a fresh one takes the rest.
+`sequential=True` is the old worker, kept only for the run bench."""
 
 from __future__ import annotations
 
 import collections
-import contextvars
 import copy
 import dataclasses
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +17,7 @@ from typing import Any
 
 from specdec.engines.engine_stream import EngineStream
 from specdec.engines.stall import EngineStalled, StallWatch
+from specdec.stream_threads import PENDING, Finisher, ReadAhead, next_shard
 from specdec.prompts import RejectedRow
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
@@ -134,14 +126,14 @@ def run_stream(
     background thread unless `sequential`). Raises what the caller's `loads` raised, the
     first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
     runner = _StreamRunner(engines, sampling, on_outcome, stall_timeout_s, sequential, on_progress)
-    source = iter(loads) if sequential else _ReadAhead(loads, read_ahead_requests)
-    finisher = _Finisher(runner.deliver, inline=sequential)
+    source = iter(loads) if sequential else ReadAhead(loads, read_ahead_requests)
+    finisher = Finisher(on_outcome, inline=sequential)
     runner.finisher = finisher
     started = time.perf_counter()
     try:
         runner.run(source)
     finally:
-        if isinstance(source, _ReadAhead):
+        if isinstance(source, ReadAhead):
             source.close()
         finisher.close()
         runner.close_stream()
@@ -159,11 +151,10 @@ class _StreamRunner:
                  on_progress: Callable[[GenerationResult], None] | None) -> None:
         self.engines = engines
         self.sampling = sampling
-        self.deliver = on_outcome
         self.stall_timeout_s = stall_timeout_s
         self.sequential = sequential
         self.on_progress = on_progress
-        self.finisher: _Finisher
+        self.finisher: Finisher
         self.totals = StreamTotals()
         self.engine: Any = None
         self.stream: EngineStream | None = None
@@ -241,8 +232,8 @@ class _StreamRunner:
                 if stream.num_in_flight >= self._capacity() or self.sequential:
                     return False  # sequential: the next shard waits for this one to end
             # Wait for the next shard only when the engine has nothing to do.
-            work = _next(source, block=not self.open)
-            if work is _PENDING:
+            work = next_shard(source, block=not self.open)
+            if work is PENDING:
                 return False
             if work is None:
                 self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
@@ -306,118 +297,4 @@ class _StreamRunner:
 
 
 def _named(exc: BaseException, work: ShardWork) -> BaseException:
-    """The engine's error, naming the shard (EngineStalled keeps its type: callers test for it)."""
-    named = (EngineStalled if isinstance(exc, EngineStalled) else RuntimeError)(f"{work.source}: {exc}")
-    named.__cause__ = exc
-    return named
-
-
-_PENDING = object()
-
-
-def _next(source: Iterator[ShardWork], block: bool) -> Any:
-    """The next shard, None when there are no more, or _PENDING (not ready, not blocking)."""
-    if isinstance(source, _ReadAhead):
-        return source.get(block)
-    return next(source, None)
-
-
-class _ReadAhead:
-    """Iterates `loads` in a background thread (in the caller's context, so that what it calls
-    sees the same logging and run context), holding at most `max_requests` requests that the
-    engine has not taken yet (a larger shard still goes, alone)."""
-
-    def __init__(self, loads: Iterable[ShardWork], max_requests: int) -> None:
-        self.max_requests = max(1, max_requests)
-        self._items: collections.deque[ShardWork | None] = collections.deque()
-        self._held = 0
-        self._cond = threading.Condition()
-        self._closed = False
-        self._error: BaseException | None = None
-        context = contextvars.copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._fill, iter(loads)), daemon=True,
-                                        name="specdec-read-ahead")
-        self._thread.start()
-
-    @property
-    def held_requests(self) -> int:
-        return self._held
-
-    def _fill(self, loads: Iterator[ShardWork]) -> None:
-        try:
-            for work in loads:
-                with self._cond:
-                    while self._held > 0 and self._held + len(work.requests) > self.max_requests and not self._closed:
-                        self._cond.wait()
-                    if self._closed:
-                        return
-                    self._items.append(work)
-                    self._held += len(work.requests)
-                    self._cond.notify_all()
-        except BaseException as exc:  # the caller's iterator broke: the stream fails with it
-            self._error = exc
-        with self._cond:
-            self._items.append(None)
-            self._cond.notify_all()
-
-    def get(self, block: bool) -> Any:
-        with self._cond:
-            while not self._items:
-                if not block:
-                    return _PENDING
-                self._cond.wait()
-            work = self._items[0]
-            if work is None:
-                if self._error is not None:
-                    raise self._error
-                return None
-            self._items.popleft()
-            self._held -= len(work.requests)
-            self._cond.notify_all()
-            return work
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-
-class _Finisher:
-    """Hands outcomes to the caller in order, in a background thread (or at once, `inline`);
-    keeps what the caller raised and carries on with the next outcome."""
-
-    def __init__(self, deliver: Callable[[ShardOutcome], None], inline: bool) -> None:
-        self.deliver = deliver
-        self.inline = inline
-        self.errors: list[BaseException] = []
-        self._queue: queue.Queue[ShardOutcome | None] = queue.Queue(maxsize=64)
-        self._thread: threading.Thread | None = None
-        if not inline:
-            context = contextvars.copy_context()
-            self._thread = threading.Thread(target=context.run, args=(self._run,), daemon=True,
-                                            name="specdec-finisher")
-            self._thread.start()
-
-    def put(self, outcome: ShardOutcome) -> None:
-        if self.inline:
-            self._hand_on(outcome)
-        else:
-            self._queue.put(outcome)
-
-    def _hand_on(self, outcome: ShardOutcome) -> None:
-        try:
-            self.deliver(outcome)
-        except Exception as exc:
-            log.error("%s: could not hand on its results: %s", outcome.work.source, exc)
-            self.errors.append(exc)
-
-    def _run(self) -> None:
-        while (outcome := self._queue.get()) is not None:
-            self._hand_on(outcome)
-
-    def close(self) -> None:
-        """Every outcome put so far is handed on when this returns."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+    return (EngineStalled if isinstance(exc, EngineStalled) else RuntimeError)(f"{work.source}: {exc}")
