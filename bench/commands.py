@@ -1,10 +1,6 @@
-"""The bench's `specdec` commands, joined to the core's CLI through the entry-point group
-`specdec.commands`:
-
-- `specdec bench`: methods side by side on the same prompts (bench/compare.py);
-- `specdec bench-run`: a run of many shards through the real engine, stream against sequential
-  shards (bench/run_engine.py).
-"""
+"""The bench's commands, joined to the core's CLI through the entry-point group `specdec.commands`:
+`specdec bench` (methods side by side, bench/compare.py) and `specdec bench-run` (a run of many
+shards through the real engine, stream against sequential shards, bench/run_engine.py)."""
 
 from __future__ import annotations
 

@@ -49,12 +49,9 @@ class CostModel:
         return self.step.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens) + self.per_step_overhead_s
 
     def describe(self) -> str:
-        s = self.step
-        return (f"{self.name}: {s.per_kv_token_s:.4g} s/KV token + {s.per_draft_kv_token_s:.4g} s/draft-KV token + "
-                f"{s.per_token_s:.4g} s/token + "
-                f"{s.per_seq_s:.4g} s/row + {s.fixed_s:.4g} s + {self.per_step_overhead_s:.4g} s/step"
-                + ("" if self.per_prefill_token_s is None else f"; prefill {self.per_prefill_token_s:.4g} s/token")
-                + f" ({self.source})")
+        terms = {**dataclasses.asdict(self.step), "per_step_overhead_s": self.per_step_overhead_s,
+                 "per_prefill_token_s": self.per_prefill_token_s}
+        return f"{self.name}: " + ", ".join(f"{k} {v:.4g}" for k, v in terms.items() if v is not None) + f" ({self.source})"
 
 
 def h100_llama3_8b() -> CostModel:

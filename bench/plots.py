@@ -1,6 +1,5 @@
 """The bench's outputs: text tables, JSON records and PNG plots (matplotlib, no display
-needed): tokens/s or the projected speed-up against batch size, run time against shard size,
-run throughput."""
+needed): tokens/s or the projected speed-up against batch size, run time against shard size."""
 
 from __future__ import annotations
 
@@ -55,9 +54,6 @@ def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
     runs = [r for r in records if r["engine"].startswith("run:")]
     if runs:
         written.append(_run_times(runs, folder / "run_time_vs_shard.png"))
-    engine_runs = [r for r in records if r["engine"] == "vllm-run"]
-    if engine_runs:
-        written.append(_run_throughput(engine_runs, folder / "run_throughput.png"))
     if projected:
         costs = sorted({r["cost_model"] for r in projected})
         written.append(_panels(projected, costs, "speedup_vs_none", "speed-up over none (end to end)",
@@ -131,23 +127,6 @@ def _run_times(records: list[dict[str, Any]], path: Path) -> Path:
         ax.set_ylabel("run time (s)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
-    return _save(fig, path)
-
-
-def _run_throughput(records: list[dict[str, Any]], path: Path) -> Path:
-    """The real engine's run throughput per worker shape and method: median, min-max bars."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.8))
-    labels = [f"{r['shape']}\n{r['method']}" for r in records]
-    medians = [r["tokens_per_s"] for r in records]
-    spread = [[m - r["tokens_per_s_min"] for m, r in zip(medians, records)],
-              [r["tokens_per_s_max"] - m for m, r in zip(medians, records)]]
-    ax.bar(labels, medians, yerr=spread, capsize=6, color=[f"C{i}" for i in range(len(records))])
-    first = records[0]
-    ax.set_title(f"{first['dataset']}: {first['shards']} shards x {first['shard_rows']} rows, "
-                 f"{first['rounds']} rounds (min-max)", fontsize=10)
-    ax.set_ylabel("run throughput (output tokens/s, engine start excluded)")
     return _save(fig, path)
 
 

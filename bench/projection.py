@@ -174,11 +174,8 @@ def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
 
 
 def _requests(r: ProjectionRecord) -> str:
-    if r.temperature == 0:
-        text = f"{r.num_requests} prompts"
-    else:
-        text = (f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples "
-                f"at T={r.temperature:g})")
+    text = f"{r.num_requests} prompts" if r.temperature == 0 else (
+        f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
     return text + (f", epoch {r.epoch}" if r.epoch > 1 else "")
 
 

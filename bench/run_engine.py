@@ -47,9 +47,7 @@ class RunBenchRecord:
     rounds: int
     num_output_tokens: int  # median over rounds
     seconds: float  # median
-    tokens_per_s: float  # median, and its spread over the rounds:
-    tokens_per_s_min: float
-    tokens_per_s_max: float
+    tokens_per_s: Spread  # median and spread over the rounds
     vs_sequential: Spread | None  # stream / sequential in the same round
     vs_none: Spread | None  # specdec / none in the same round and shape
 
@@ -63,7 +61,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
     p.add_argument("--vs-none", action="store_true", help="also specdec with its drafting off, on the same engine")
     p.add_argument("--json", default=None, help="write the records here")
-    p.add_argument("--plots", default=None, help="folder for the PNG plot")
     add_model_options(p, GenerationParams, exclude=("stall_timeout_s",))
     p.set_defaults(max_tokens=256, batch_size=16)  # the bench's own defaults (a shard's worth of varied answers)
 
@@ -81,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         engine_cache.close_engines()
     records = make_records(timings, dataset, shards, params)
     print(render(records))
-    write_outputs(records, args.json, args.plots)
+    write_outputs(records, args.json, None)
     return 0
 
 
@@ -130,13 +127,12 @@ def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[Sh
     records = []
     for shape, method in dict.fromkeys((t.shape, t.method) for t in timings):
         runs = [t for t in timings if (t.shape, t.method) == (shape, method)]
-        rates = Spread.of([t.tokens_per_s for t in runs])
         sequential = [t for t in timings if (t.shape, t.method) == ("sequential", method)]
         none = [t for t in timings if (t.shape, t.method) == (shape, "none")]
         records.append(RunBenchRecord(
             shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
             params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
-            statistics.median(t.seconds for t in runs), rates.median, rates.low, rates.high,
+            statistics.median(t.seconds for t in runs), Spread.of([t.tokens_per_s for t in runs]),
             ratio_spread(runs, sequential, lambda t: t.tokens_per_s) if shape == "stream" else None,
             ratio_spread(runs, none, lambda t: t.tokens_per_s) if method != "none" else None))
     return records
@@ -145,7 +141,7 @@ def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[Sh
 def render(records: Sequence[RunBenchRecord]) -> str:
     columns = [("shape", "<12"), ("method", "<10"), ("tokens/s", ">10.1f"), ("min-max", ">16"), ("x sequential", ">20"),
                ("x none", ">8.2f")]
-    lines = table(columns, [(r.shape, r.method, r.tokens_per_s, f"{r.tokens_per_s_min:.1f}-{r.tokens_per_s_max:.1f}",
+    lines = table(columns, [(r.shape, r.method, r.tokens_per_s.median, f"{r.tokens_per_s.low:.1f}-{r.tokens_per_s.high:.1f}",
                              r.vs_sequential and f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-"
                                                  f"{r.vs_sequential.high:.2f})", r.vs_none and r.vs_none.median)
                             for r in records])

@@ -28,11 +28,8 @@ class ArcticSuffixProposer:
                  max_spec_offset: float = VLLM_MAX_SPEC_OFFSET, max_model_len: int = 1 << 30) -> None:
         from arctic_inference.suffix_decoding import SuffixDecodingCache
 
-        self.max_tree_depth = max_tree_depth
-        self.max_spec_factor = max_spec_factor
-        self.max_spec_offset = max_spec_offset
-        self.min_token_prob = min_token_prob
-        self.max_model_len = max_model_len
+        self.max_tree_depth, self.max_spec_factor, self.max_spec_offset = max_tree_depth, max_spec_factor, max_spec_offset
+        self.min_token_prob, self.max_model_len = min_token_prob, max_model_len
         self.cache = SuffixDecodingCache(max_tree_depth=max_tree_depth, max_cached_requests=max_cached_requests)
         self._num_seen: dict[str, int] = {}  # tokens of each active request already in the cache
 

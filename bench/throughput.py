@@ -39,12 +39,8 @@ def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) ->
     """Every method at every batch size each round, the method order rotating from round to round."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
-    steps: list[Step] = []
-    for round_ in range(rounds):
-        shift = round_ % len(methods)
-        order = list(methods[shift:]) + list(methods[:shift])
-        steps += [Step(round_, m, b) for b in batch_sizes for m in order]
-    return steps
+    return [Step(r, m, b) for r in range(rounds) for b in batch_sizes
+            for m in [*methods[r % len(methods):], *methods[:r % len(methods)]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,31 +72,16 @@ class Spread:
         return cls(statistics.median(values), min(values), max(values))
 
 
-@dataclasses.dataclass(frozen=True)
-class Summary:
-    method: str
-    batch_size: int
-    rounds: int
-    decode_tokens_per_s: Spread
-    tokens_per_s: Spread
-    prefill_s: float  # median
-    decode_ratio: Spread | None  # to none in the same round; None without none
-    ratio: Spread | None
-
-
-def summarize(timings: Sequence[Timing]) -> list[Summary]:
-    """Per method and batch size; ratios pair each round with `none`'s in the same round."""
-    by_key: dict[tuple[str, int], list[Timing]] = {}
-    for t in timings:
-        by_key.setdefault((t.method, t.batch_size), []).append(t)
-    summaries = []
-    for (method, batch_size), runs in by_key.items():
-        none = by_key.get((REFERENCE, batch_size), [])
-        summaries.append(Summary(
-            method, batch_size, len(runs), Spread.of([t.decode_tokens_per_s for t in runs]),
-            Spread.of([t.tokens_per_s for t in runs]), statistics.median(t.prefill_s for t in runs),
-            ratio_spread(runs, none, lambda t: t.decode_tokens_per_s), ratio_spread(runs, none, lambda t: t.tokens_per_s)))
-    return summaries
+def summarize(timings: Sequence[Timing], key: tuple[str, int]) -> dict[str, Any]:
+    """One method and batch size's medians; the ratios pair each round with `none`'s in the same round."""
+    runs = [t for t in timings if (t.method, t.batch_size) == key]
+    none = [t for t in timings if (t.method, t.batch_size) == (REFERENCE, key[1])]
+    return dict(rounds=len(runs), tokens_per_s=statistics.median(t.tokens_per_s for t in runs),
+                seconds=statistics.median(t.prefill_s + t.decode_s for t in runs),
+                decode_tokens_per_s=statistics.median(t.decode_tokens_per_s for t in runs),
+                prefill_seconds=statistics.median(t.prefill_s for t in runs),
+                speedup_vs_none=ratio_spread(runs, none, lambda t: t.tokens_per_s),
+                decode_speedup_vs_none=ratio_spread(runs, none, lambda t: t.decode_tokens_per_s))
 
 
 def ratio_spread(runs: Sequence[Any], others: Sequence[Any], rate: Callable[[Any], float]) -> Spread | None:
@@ -124,17 +105,13 @@ class BenchRecord:
     started_from: str
     accepted_per_pos: list[int]
     num_output_tokens: int
-    tokens_per_s: float | None = None  # medians over the rounds, end to end
-    seconds: float | None = None
-    decode_tokens_per_s: float | None = None
-    prefill_seconds: float | None = None
-    rounds: int | None = None
-    speedup_vs_none: float | None = None  # to none in the same round: median, min, max
-    speedup_min: float | None = None
-    speedup_max: float | None = None
-    decode_speedup_vs_none: float | None = None
-    decode_speedup_min: float | None = None
-    decode_speedup_max: float | None = None
+    rounds: int
+    tokens_per_s: float  # medians over the rounds, end to end
+    seconds: float
+    decode_tokens_per_s: float
+    prefill_seconds: float
+    speedup_vs_none: Spread | None  # to none in the same round (None without none)
+    decode_speedup_vs_none: Spread | None
     temperature: float = 0.0
     samples: int = 1
     epoch: int = 1
@@ -237,27 +214,20 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
                  results: dict[tuple[str, int], list[GenerationResult]], dataset: str, starts: dict[str, int],
                  workload: Workload = Workload()) -> list[BenchRecord]:
     records = []
-    for s in summarize(timings):
-        spec, runs = methods[s.method], results[(s.method, s.batch_size)]
+    for key in dict.fromkeys((t.method, t.batch_size) for t in timings):
+        spec, runs, rounds = methods[key[0]], results[key], sum(1 for t in timings if (t.method, t.batch_size) == key)
         kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
         epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
-        decode, e2e, total = s.decode_ratio, s.ratio, ShardStats.aggregate(r.stats for r in runs)
+        total = ShardStats.aggregate(r.stats for r in runs)
         records.append(BenchRecord(
-            method=s.method, engine="vllm", dataset=dataset, batch_size=s.batch_size, k_max=spec.k_max,
-            num_requests=len(runs) // s.rounds, tokens_per_forward=total.tokens_per_forward,
+            method=key[0], engine="vllm", dataset=dataset, batch_size=key[1], k_max=spec.k_max,
+            num_requests=len(runs) // rounds, tokens_per_forward=total.tokens_per_forward,
             acceptance_rate=total.acceptance_rate, accepted_per_pos=total.accepted_per_pos,
             num_output_tokens=total.num_output_tokens,
-            outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, s.batch_size))),
-            started_from=(f"{s.rounds} interleaved rounds, {kept} ({starts[s.method]} started), warmed up on "
+            outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, key[1]))),
+            started_from=(f"{rounds} interleaved rounds, {kept} ({starts[key[0]]} started), warmed up on "
                           f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
-            tokens_per_s=s.tokens_per_s.median,
-            seconds=statistics.median(t.prefill_s + t.decode_s for t in timings
-                                      if (t.method, t.batch_size) == (s.method, s.batch_size)),
-            decode_tokens_per_s=s.decode_tokens_per_s.median, prefill_seconds=s.prefill_s, rounds=s.rounds,
-            speedup_vs_none=e2e.median if e2e else None, speedup_min=e2e.low if e2e else None,
-            speedup_max=e2e.high if e2e else None, decode_speedup_vs_none=decode.median if decode else None,
-            decode_speedup_min=decode.low if decode else None, decode_speedup_max=decode.high if decode else None,
-            **workload.record_fields()))
+            **summarize(timings, key), **workload.record_fields()))
     return records
 
 
@@ -273,9 +243,8 @@ def render_table(records: Sequence[BenchRecord]) -> str:
                ("decode/s", ">10.1f"), ("x none", ">8.2f"), ("min-max", ">12"), ("e2e/s", ">9.1f"), ("x none", ">8.2f"),
                ("min-max", ">12"), ("tok/fwd", ">9.2f"), ("accept", ">8.2f"), ("  identical", "")]
     lines = table(columns, [(
-        r.method, r.batch_size, r.decode_tokens_per_s, r.decode_speedup_vs_none,
-        _range(r.decode_speedup_min, r.decode_speedup_max), r.tokens_per_s, r.speedup_vs_none,
-        _range(r.speedup_min, r.speedup_max), r.tokens_per_forward, r.acceptance_rate,
+        r.method, r.batch_size, r.decode_tokens_per_s, *_ratio(r.decode_speedup_vs_none), r.tokens_per_s,
+        *_ratio(r.speedup_vs_none), r.tokens_per_forward, r.acceptance_rate,
         "  " + {None: "-", True: "yes", False: "NO"}[r.outputs_identical_to_none]) for r in records])
     rounds = "/".join(sorted({str(r.rounds) for r in records}))
     lines.append(f"medians over {rounds} interleaved round(s); ratios to none in the same round; "
@@ -283,5 +252,5 @@ def render_table(records: Sequence[BenchRecord]) -> str:
     return "\n".join(lines)
 
 
-def _range(low: float | None, high: float | None) -> str | None:
-    return None if low is None or high is None else f"{low:.2f}-{high:.2f}"
+def _ratio(spread: Spread | None) -> tuple[float | None, str | None]:
+    return (None, None) if spread is None else (spread.median, f"{spread.low:.2f}-{spread.high:.2f}")

@@ -89,7 +89,7 @@ def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
         ("stream", "specdec"), ("stream", "none"), ("sequential", "specdec"), ("sequential", "none")]
     stream = records[0]
     assert stream.rounds == 2 and stream.vs_sequential is not None and stream.vs_none is not None
-    assert stream.tokens_per_s_min <= stream.tokens_per_s <= stream.tokens_per_s_max
+    assert stream.tokens_per_s.low <= stream.tokens_per_s.median <= stream.tokens_per_s.high
     assert records[2].vs_sequential is None and records[1].vs_none is None
     assert "x sequential" in run_engine.render(records)
 
@@ -101,4 +101,4 @@ def test_paired_ratios_take_the_same_round():
     stream = run_engine.make_records(timings, "d", shards, GenerationParams())[0]
     assert stream.vs_sequential is not None
     assert (stream.vs_sequential.low, stream.vs_sequential.high) == pytest.approx((1.5, 2.0))
-    assert (stream.tokens_per_s_min, stream.tokens_per_s_max) == (50.0, 100.0)
+    assert (stream.tokens_per_s.low, stream.tokens_per_s.high) == (50.0, 100.0)
