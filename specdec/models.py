@@ -45,10 +45,8 @@ def resolve_model(model: str | os.PathLike[str] | None) -> Path:
         return default_model_dir()
     path = Path(model).expanduser()
     if not (path / "config.json").is_file():
-        raise ModelError(
-            f"model folder {path} has no config.json: pass a Hugging Face model folder "
-            "(hubs are unreachable, so names of hub models do not work)"
-        )
+        raise ModelError(f"model folder {path} has no config.json: pass a Hugging Face model folder "
+                         "(hubs are unreachable, so names of hub models do not work)")
     return path.resolve()
 
 
@@ -83,9 +81,7 @@ def _convert_gguf(target: Path) -> None:
     gguf = _gguf_path()
     log.info("converting %s into %s (once)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # Newer transformers refuse save_pretrained on a GGUF-loaded model: rebuild a plain one.
     config = loaded.config
     # The weights are saved dequantised: drop the GGUF quantisation marker vLLM rejects.

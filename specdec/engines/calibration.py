@@ -7,7 +7,9 @@ rows' and a drafting row's attention over its context apart from a drafted token
 The worker fits `StepCost` (specdec.step_cost) to them and keeps refining it while it runs.
 Each generation's prefill is timed too (its wall time less its decode steps). Samples are
 cached per machine and engine configuration under the project home, so only the first
-engine of that kind pays for it.
+engine of that kind pays for it. A cached set is checked once per process against a fresh
+short run: one measured while the machine was loaded (or idle, when it is loaded now) would
+price drafts wrongly for good, since steps without drafts never correct a draft's cost.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ LONG_BATCH = 4  # rows of the long-context batch, LONG_PROMPT_TOKENS each
 # k_max, which tells that term from the per-token one.
 FEW_DRAFTS = 1
 STEPS = 6
+STALE_FACTOR = 1.5  # a cached set this far off a fresh run's median step is measured again
+_checked: set[Path] = set()  # cached sets already checked in this process
 # Part of the cache key: samples of an older layout or set of runs are measured again.
 SAMPLE_VERSION = 7
 
@@ -70,9 +74,11 @@ def calibrate(
     """Step-time and prefill samples for this engine, loaded into the worker's budget: the
     cached ones, or (none cached, or `fresh`) measured now and cached in their place."""
     path = calibration_path(engine, model_path, k_max, cpu_binding)
-    if path.exists() and not fresh:
-        measured = json.loads(path.read_text())
-    else:
+    measured = json.loads(path.read_text()) if path.exists() and not fresh else None
+    if measured is not None and path not in _checked and not _still_true(llm, engine, k_max, measured):
+        measured = None
+    _checked.add(path)
+    if measured is None:
         measured = _measure(llm, engine, k_max)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers may calibrate at once
@@ -80,6 +86,16 @@ def calibrate(
         tmp.replace(path)
     llm.collective_rpc(vllm_proposer.load_calibration, args=(measured["steps"],))
     return _samples(measured)
+
+
+def _still_true(llm: Any, engine: EngineConfig, k_max: int, measured: dict[str, list[dict[str, float]]]) -> bool:
+    """Whether the cached first run's median step is within STALE_FACTOR of a fresh run's."""
+    first_run = calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len)[:1]
+    fresh = [s["seconds"] for s in _measure(llm, engine, k_max, first_run)["steps"]]
+    ratio = float(np.median([s["seconds"] for s in measured["steps"][: len(fresh)]]) / np.median(fresh)) if fresh else 0
+    if not 1 / STALE_FACTOR <= ratio <= STALE_FACTOR:
+        log.warning("the cached step-cost calibration is %.2fx today's step time; measuring it again", ratio)
+    return 1 / STALE_FACTOR <= ratio <= STALE_FACTOR
 
 
 def read_calibration(path: Path) -> tuple[list[StepSample], list[PrefillSample]]:
@@ -91,18 +107,22 @@ def _samples(measured: dict[str, list[dict[str, float]]]) -> tuple[list[StepSamp
     return [StepSample(**s) for s in measured["steps"]], [PrefillSample(**s) for s in measured["prefills"]]
 
 
-def _measure(llm: Any, engine: EngineConfig, k_max: int) -> dict[str, list[dict[str, float]]]:
+def _measure(llm: Any, engine: EngineConfig, k_max: int,
+             runs: list[tuple[int, int, int]] | None = None) -> dict[str, list[dict[str, float]]]:
+    """Samples of `runs` (by default all of `calibration_runs`)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    log.info("calibrating the speculation budget (step cost vs batch size and drafted tokens)")
+    if runs is None:
+        log.info("calibrating the speculation budget (step cost vs batch size and drafted tokens)")
+        runs = calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len)
     vocab = llm.get_tokenizer().vocab_size
     rng = np.random.default_rng(0)
     params = SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
     llm.collective_rpc(vllm_proposer.load_calibration, args=([],))  # a fresh set, not added to an older one
     samples: list[list[dict[str, float]]] = [[]]
     prefills = []
-    for size, forced_k, prompt_tokens in calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len):
+    for size, forced_k, prompt_tokens in runs:
         prompts = [
             TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
         ]
