@@ -150,8 +150,7 @@ def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.Co
     asked = args.cost or [cost_models.H100_LLAMA3_8B]
     calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
     costs = [cost_models.resolve(c, calibrated) for c in asked]
-    for cost in costs:
-        print(cost.describe())
+    print("\n".join(cost.describe() for cost in costs))
     return costs
 
 

@@ -141,10 +141,9 @@ def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[Sh
 def render(records: Sequence[RunBenchRecord]) -> str:
     columns = [("shape", "<12"), ("method", "<10"), ("tokens/s", ">10.1f"), ("min-max", ">16"), ("x sequential", ">20"),
                ("x none", ">8.2f")]
-    lines = table(columns, [(r.shape, r.method, r.tokens_per_s.median, f"{r.tokens_per_s.low:.1f}-{r.tokens_per_s.high:.1f}",
-                             r.vs_sequential and f"{r.vs_sequential.median:.2f} ({r.vs_sequential.low:.2f}-"
-                                                 f"{r.vs_sequential.high:.2f})", r.vs_none and r.vs_none.median)
-                            for r in records])
+    lines = table(columns, [(r.shape, r.method, r.tokens_per_s.median, r.tokens_per_s.span(1),
+                             r.vs_sequential and f"{r.vs_sequential.median:.2f} ({r.vs_sequential.span()})",
+                             r.vs_none and r.vs_none.median) for r in records])
     first = records[0]
     lines.append(f"{first.dataset}: {first.shards} shards x {first.shard_rows} prompts, max tokens {first.max_tokens}, "
                  f"{first.batch_size} rows at once; medians over {first.rounds} interleaved round(s), engine start "

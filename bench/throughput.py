@@ -71,6 +71,9 @@ class Spread:
     def of(cls, values: Sequence[float]) -> "Spread":
         return cls(statistics.median(values), min(values), max(values))
 
+    def span(self, digits: int = 2) -> str:
+        return f"{self.low:.{digits}f}-{self.high:.{digits}f}"
+
 
 def summarize(timings: Sequence[Timing], key: tuple[str, int]) -> dict[str, Any]:
     """One method and batch size's medians; the ratios pair each round with `none`'s in the same round."""
@@ -215,19 +218,19 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
                  workload: Workload = Workload()) -> list[BenchRecord]:
     records = []
     for key in dict.fromkeys((t.method, t.batch_size) for t in timings):
-        spec, runs, rounds = methods[key[0]], results[key], sum(1 for t in timings if (t.method, t.batch_size) == key)
+        spec, runs, medians = methods[key[0]], results[key], summarize(timings, key)
         kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
         epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
         total = ShardStats.aggregate(r.stats for r in runs)
         records.append(BenchRecord(
             method=key[0], engine="vllm", dataset=dataset, batch_size=key[1], k_max=spec.k_max,
-            num_requests=len(runs) // rounds, tokens_per_forward=total.tokens_per_forward,
+            num_requests=len(runs) // medians["rounds"], tokens_per_forward=total.tokens_per_forward,
             acceptance_rate=total.acceptance_rate, accepted_per_pos=total.accepted_per_pos,
             num_output_tokens=total.num_output_tokens,
             outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, key[1]))),
-            started_from=(f"{rounds} interleaved rounds, {kept} ({starts[key[0]]} started), warmed up on "
+            started_from=(f"{medians['rounds']} interleaved rounds, {kept} ({starts[key[0]]} started), warmed up on "
                           f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
-            **summarize(timings, key), **workload.record_fields()))
+            **medians, **workload.record_fields()))
     return records
 
 
@@ -253,4 +256,4 @@ def render_table(records: Sequence[BenchRecord]) -> str:
 
 
 def _ratio(spread: Spread | None) -> tuple[float | None, str | None]:
-    return (None, None) if spread is None else (spread.median, f"{spread.low:.2f}-{spread.high:.2f}")
+    return (None, None) if spread is None else (spread.median, spread.span())

@@ -93,9 +93,10 @@ def _still_true(llm: Any, engine: EngineConfig, k_max: int, measured: dict[str, 
     first_run = calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len)[:1]
     fresh = [s["seconds"] for s in _measure(llm, engine, k_max, first_run)["steps"]]
     ratio = float(np.median([s["seconds"] for s in measured["steps"][: len(fresh)]]) / np.median(fresh)) if fresh else 0
-    if not 1 / STALE_FACTOR <= ratio <= STALE_FACTOR:
+    still_true = 1 / STALE_FACTOR <= ratio <= STALE_FACTOR
+    if not still_true:
         log.warning("the cached step-cost calibration is %.2fx today's step time; measuring it again", ratio)
-    return 1 / STALE_FACTOR <= ratio <= STALE_FACTOR
+    return still_true
 
 
 def read_calibration(path: Path) -> tuple[list[StepSample], list[PrefillSample]]:

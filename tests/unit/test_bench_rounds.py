@@ -37,6 +37,7 @@ def test_ratios_pair_each_round_with_none_of_the_same_round():
     none, ngram = summarize(timings, ("none", 1)), summarize(timings, ("ngram", 1))
     assert none["decode_speedup_vs_none"].median == 1.0 and none["rounds"] == 3
     assert ngram["decode_speedup_vs_none"] == Spread(2.0, 2.0, 2.5)
+    assert ngram["decode_speedup_vs_none"].span() == "2.00-2.50"
     assert ngram["decode_tokens_per_s"] == 20.0  # 100 tokens in 5 s
     assert ngram["tokens_per_s"] == pytest.approx(100 / 6)  # prefill counted end to end
     assert ngram["speedup_vs_none"].median == pytest.approx(41 / 21)  # end to end: 11/6, 41/21, 11/5
