@@ -83,7 +83,7 @@ class GenerationParams(BaseModel):
         "completions per prompt, each with its own seed (a row's own samples wins); above 1 "
         "needs temperature > 0"))
     dtype: str = Field(_default(EngineConfig, "dtype"), **decides_output(
-        "weights and activations; float32 on CPUs (bf16 has no fast kernel on AVX2), auto on GPUs"))
+        "weights and activations; float32 on CPUs (in bf16 greedy output varies with batch shape), auto on GPUs"))
     batch_size: int = Field(_default(EngineConfig, "max_num_seqs"), ge=1, le=4096,
                             description="most requests running at once")
     max_model_len: int | None = Field(None, ge=16, description=(

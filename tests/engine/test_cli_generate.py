@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def test_generate_end_to_end_through_the_console_script_without_the_pipeline(no_pipeline_env, tmp_path):
     """With prefect and duckdb hidden: good rows complete; a bad row and a too-long row go to
     the quarantine file beside the output, with the DuckDB quarantine table's columns; the
-    exit code is 0."""
+    exit code is 0; the engine's shutdown is logged to the log file, the terminal stays clean."""
     from specdec.models import specdec_home
 
     rows = [
@@ -51,3 +51,6 @@ def test_generate_end_to_end_through_the_console_script_without_the_pipeline(no_
         (2, "empty", "validate"), (3, "long", "tokenize")]
     assert "exceeds the model length 256" in quarantined.column("reason")[1].as_py()
     assert "2 completed" in proc.stdout and "2 quarantined" in proc.stderr
+    # the engine's shutdown lines go to the log while it is still open, not to a closed stream
+    assert "Logging error" not in proc.stderr and "[shutdown]" not in proc.stderr, proc.stderr[-3000:]
+    assert "[shutdown]" in (tmp_path / "out.log").read_text()
