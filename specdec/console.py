@@ -87,7 +87,8 @@ def console(log_path: Path | None) -> Iterator[Console]:
     finally:
         for name, handler in handlers.items():
             logging.getLogger(name or None).removeHandler(handler)
-        sys.stdout.close()
+        # Not closed: handlers that libraries made meanwhile (vLLM's, transformers') hold it, and
+        # what they log later (an engine's shutdown at exit) still belongs in the log.
         sys.stdout, sys.stderr = streams
         sys.stdout.flush()  # what was written through them meanwhile belongs in the log
         sys.stderr.flush()

@@ -16,7 +16,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specdec import engine_cache
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.console import console
 from specdec.generate import generate_rows
@@ -48,11 +47,8 @@ def run(args: argparse.Namespace) -> int:
         if term.log_path is not None:
             term.line(f"specdec: engine logs go to {term.log_path} (--verbose shows them here)")
         term.status(f"generating {len(rows)} row(s) from {source} (the engine starts first)")
-        try:
-            out = generate_rows(rows, rejected, params, source, params.config_hash(), params.recorded_config(),
-                                show_progress=args.verbose, strict=args.strict)
-        finally:  # while the log is open: vLLM logs its shutdown, at exit it would find it closed
-            engine_cache.close_engines()
+        out = generate_rows(rows, rejected, params, source, params.config_hash(), params.recorded_config(),
+                            show_progress=args.verbose, strict=args.strict)
         term.line(f"generated {out.stats.num_output_tokens} tokens for {out.num_prompts} row(s) in "
                   f"{out.generate_s:.1f} s ({out.tokens_per_s:.1f} tokens/s)")
     # The quarantine file first: the output, renamed into place last, marks a finished run.

@@ -96,7 +96,8 @@ def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCo
     None when there are too few samples, or when they cannot tell the cost of a draft
     token apart from the cost of a row (every sample drafted nothing). Steps slowed by
     something else (another process, a collection) are dropped: a step is never faster than
-    its work, so only samples far above the fit count as outliers."""
+    its work, so only samples far above the fit count as outliers.
+    """
     table = np.array(samples, dtype=np.float64).reshape(-1, NUM_SHAPE_FIELDS + 1)
     return fit_step_cost_arrays(table[:, :NUM_SHAPE_FIELDS], table[:, NUM_SHAPE_FIELDS], min_samples)
 

@@ -37,3 +37,20 @@ def test_verbose_redirects_nothing(capfd):
         print("library line")
         term.line("run line")
     assert capfd.readouterr().out == "library line\nrun line\n"
+
+
+def test_a_handler_made_inside_the_block_still_logs_to_the_file_after_it(tmp_path, capfd):
+    """Libraries make handlers on sys.stderr as they go (vLLM's, transformers'); an engine shut
+    down after the block (at exit) logs through them: into the log, not to a closed stream."""
+    log = tmp_path / "run.log"
+    late = logging.getLogger("some.engine")
+    late.propagate, late.level = False, logging.INFO
+    with console(log):
+        late.addHandler(logging.StreamHandler(sys.stderr))
+    try:
+        late.info("[shutdown] engine core stopped")
+    finally:
+        late.handlers.clear()
+    shown = capfd.readouterr()
+    assert "Logging error" not in shown.err and "[shutdown]" not in shown.err + shown.out
+    assert "[shutdown] engine core stopped" in log.read_text()
