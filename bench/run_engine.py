@@ -1,6 +1,8 @@
 """`specdec bench-run`: many small shards through the real engine (started once) as one stream
 and as the old sequential worker, in interleaved rounds; run throughput excludes engine start.
-`--vs-none`: specdec against its drafting switched off on the same engine."""
+`--vs-none`: specdec against its drafting switched off on the same engine. The `long-first`
+shape is the stream ordered by the history an untimed first run leaves in the cache file
+(`stream` then runs in arrival order)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from specdec.cli_options import add_model_options, model_from_args
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
 
-SHAPES = ("stream", "sequential")
+SHAPES = ("stream", "sequential", "long-first")
 Prepare = Callable[[GenerationParams, str], None]  # (params, method) before each measurement
 
 
@@ -49,6 +51,7 @@ class RunBenchRecord:
     seconds: float  # median
     tokens_per_s: Spread  # median and spread over the rounds
     vs_sequential: Spread | None  # stream / sequential in the same round
+    vs_stream: Spread | None  # long-first / stream in the same round
     vs_none: Spread | None  # specdec / none in the same round and shape
 
 
@@ -60,8 +63,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard-rows", type=int, default=8, help="prompts per shard")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
     p.add_argument("--vs-none", action="store_true", help="also specdec with its drafting off, on the same engine")
+    p.add_argument("--shapes", default="stream,sequential", help=f"worker shapes, of {', '.join(SHAPES)} "
+                   "(long-first needs --cache-file: the untimed first run records the history there)")
     p.add_argument("--json", default=None, help="write the records here")
-    add_model_options(p, GenerationParams, exclude=("stall_timeout_s",))
+    add_model_options(p, GenerationParams, exclude=("stall_timeout_s", "long_first"))
     p.set_defaults(max_tokens=256, batch_size=16)  # the bench's own defaults (a shard's worth of varied answers)
 
 
@@ -73,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     methods = [params.method, "none"] if args.vs_none and params.method == "specdec" else [params.method]
     try:
         timings = run_rounds(shards, params, methods, args.rounds, prepare_engine,
-                             progress=lambda line: print(line, flush=True))
+                             progress=lambda line: print(line, flush=True), shapes=args.shapes.split(","))
     finally:
         engine_cache.close_engines()
     records = make_records(timings, dataset, shards, params)
@@ -93,28 +98,36 @@ def prepare_engine(params: GenerationParams, method: str) -> None:
     engine_hooks.set_drafting(engine, method != "none")
 
 
-def measure(shards: Sequence[ShardRows], params: GenerationParams, sequential: bool) -> tuple[float, int]:
+def measure(shards: Sequence[ShardRows], params: GenerationParams, shape: str = "stream") -> tuple[float, int]:
     """(wall seconds less engine start, output tokens) of one run; a failed shard fails it."""
     errors: list[BaseException] = []
-    totals = generate_shards(shards, params, params.config_hash(), params.recorded_config(),
-                             lambda work, out, error: errors.append(error) if error else None, sequential=sequential)
+    totals = generate_shards(shards, params.model_copy(update={"long_first": shape == "long-first"}),
+                             params.config_hash(), params.recorded_config(),
+                             lambda work, out, error: errors.append(error) if error else None,
+                             sequential=shape == "sequential")
     if errors:
         raise errors[0]
     return totals.wall_s - totals.engine_start_s, totals.num_output_tokens
 
 
 def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: Sequence[str], rounds: int,
-               prepare: Prepare, progress: Callable[[str], None] = lambda _: None) -> list[RunTiming]:
+               prepare: Prepare, progress: Callable[[str], None] = lambda _: None,
+               shapes: Sequence[str] = SHAPES[:2]) -> list[RunTiming]:
     """Every shape and method in each round, in an order that rotates from round to round,
-    after one untimed warm-up run (engine start, first compiles)."""
+    after one untimed warm-up run (engine start, first compiles; every shard for long-first,
+    whose order comes from it)."""
+    if unknown := set(shapes) - set(SHAPES):
+        raise ValueError(f"unknown shape(s) {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
+    if "long-first" in shapes and not params.cache_file:
+        raise ValueError("the long-first shape needs a cache file (--cache-file) to record the history in")
     prepare(params, methods[0])
-    measure(shards[:1], params, sequential=False)
-    kinds = {f"{shape} {method}": (shape, method) for shape in SHAPES for method in methods}
+    measure(shards if "long-first" in shapes else shards[:1], params)
+    kinds = {f"{shape} {method}": (shape, method) for shape in shapes for method in methods}
     timings = []
     for step in schedule(list(kinds), [params.batch_size], rounds):
         shape, method = kinds[step.method]
         prepare(params, method)
-        seconds, tokens = measure(shards, params, sequential=shape == "sequential")
+        seconds, tokens = measure(shards, params, shape)
         timings.append(RunTiming(step.round, shape, method, seconds, tokens))
         progress(f"round {step.round + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
                  f"{tokens / seconds:.1f} tokens/s")
@@ -127,22 +140,24 @@ def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[Sh
     records = []
     for shape, method in dict.fromkeys((t.shape, t.method) for t in timings):
         runs = [t for t in timings if (t.shape, t.method) == (shape, method)]
-        sequential = [t for t in timings if (t.shape, t.method) == ("sequential", method)]
-        none = [t for t in timings if (t.shape, t.method) == (shape, "none")]
+        def paired(other: tuple[str, str]) -> Spread | None:  # None for itself or an absent one
+            others = [t for t in timings if (t.shape, t.method) == other != (shape, method)]
+            return ratio_spread(runs, others, lambda t: t.tokens_per_s)
+
         records.append(RunBenchRecord(
             shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
             params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
             statistics.median(t.seconds for t in runs), Spread.of([t.tokens_per_s for t in runs]),
-            ratio_spread(runs, sequential, lambda t: t.tokens_per_s) if shape == "stream" else None,
-            ratio_spread(runs, none, lambda t: t.tokens_per_s) if method != "none" else None))
+            paired(("sequential", method)), paired(("stream", method)) if shape == "long-first" else None,
+            paired((shape, "none"))))
     return records
 
 
 def render(records: Sequence[RunBenchRecord]) -> str:
     columns = [("shape", "<12"), ("method", "<10"), ("tokens/s", ">10.1f"), ("min-max", ">16"), ("x sequential", ">20"),
-               ("x none", ">8.2f")]
+               ("x stream", ">20"), ("x none", ">8.2f")]
     lines = table(columns, [(r.shape, r.method, r.tokens_per_s.median, r.tokens_per_s.span(1),
-                             r.vs_sequential and f"{r.vs_sequential.median:.2f} ({r.vs_sequential.span()})",
+                             *(x and f"{x.median:.2f} ({x.span()})" for x in (r.vs_sequential, r.vs_stream)),
                              r.vs_none and r.vs_none.median) for r in records])
     first = records[0]
     lines.append(f"{first.dataset}: {first.shards} shards x {first.shard_rows} prompts, max tokens {first.max_tokens}, "

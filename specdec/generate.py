@@ -17,6 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from specdec.engine_cache import get_engine
+from specdec.length_history import LengthHistory
+from specdec.models import resolve_model, tokenizer_digest
 from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
@@ -67,9 +69,13 @@ def generate_shards(shards: Iterable[ShardRows], params: GenerationParams, confi
     reported_start_s = [0.0]  # engine start time already put on a shard
 
     def loads() -> Iterable[ShardWork]:
+        history = _length_history(params)
         for shard in shards:
             try:
-                yield _tokenized(shard, params, engines, strict)
+                work = _tokenized(shard, params, engines, strict)
+                if history is not None and work.requests:
+                    work.expected_tokens = history.expected_tokens(work.requests)
+                yield work
             except Exception as exc:  # this shard cannot run; the others go on
                 yield ShardWork(shard.key, shard.source, [], list(shard.rejected), shard.context, exc)
 
@@ -87,6 +93,13 @@ def generate_shards(shards: Iterable[ShardRows], params: GenerationParams, confi
 
     return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=params.read_ahead_requests,
                       stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)
+
+
+def _length_history(params: GenerationParams) -> LengthHistory | None:
+    """Earlier runs' output lengths per prompt, to start long requests first (None: arrival order)."""
+    if not (params.long_first and params.cache_file):
+        return None
+    return LengthHistory.read(params.cache_file, tokenizer_digest(resolve_model(params.model)))
 
 
 def _tokenized(shard: ShardRows, params: GenerationParams, engines: EngineHolder, strict: bool) -> ShardWork:

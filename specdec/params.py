@@ -101,6 +101,10 @@ class GenerationParams(BaseModel):
     read_ahead_requests: int = Field(4096, ge=1, description=(
         "requests read, validated and tokenized ahead of the engine (a bound on the worker's "
         "memory; a larger shard is still read, alone)"))
+    long_first: bool = Field(True, description=(
+        "once every shard is loaded, start the rest longest first by how long each prompt ran "
+        "in earlier runs (the per-prompt history in --cache-file); before that, or without "
+        "one, requests start in arrival order"))
 
     @model_validator(mode="after")
     def _consistent(self) -> "GenerationParams":

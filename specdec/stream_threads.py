@@ -27,7 +27,8 @@ def next_shard(source: Iterator[ShardWork], block: bool) -> Any:
 
 class ReadAhead:
     """Iterates `loads` in a thread, in the caller's context; holds at most `max_requests`
-    requests the engine has not taken (a larger shard still goes, alone)."""
+    requests the engine has not taken (a larger shard still goes, alone). A shard handed on
+    still counts until the stream `release`s its requests (into the engine, or dropped)."""
 
     def __init__(self, loads: Iterable[ShardWork], max_requests: int) -> None:
         self.max_requests = max(1, max_requests)
@@ -40,10 +41,6 @@ class ReadAhead:
         self._thread = threading.Thread(target=context.run, args=(self._fill, iter(loads)), daemon=True,
                                         name="specdec-read-ahead")
         self._thread.start()
-
-    @property
-    def held_requests(self) -> int:
-        return self._held
 
     def _fill(self, loads: Iterator[ShardWork]) -> None:
         try:
@@ -74,9 +71,13 @@ class ReadAhead:
                     raise self._error
                 return None
             self._items.popleft()
-            self._held -= len(work.requests)
-            self._cond.notify_all()
             return work
+
+    def release(self, num_requests: int) -> None:
+        if num_requests:
+            with self._cond:
+                self._held -= num_requests
+                self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

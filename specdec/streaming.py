@@ -1,14 +1,17 @@
 """One stream per worker: shards are loaded ahead (caller's iterator, read-ahead thread,
 bounded), their requests share one engine (held at twice its batch), and each shard goes to
-`on_outcome` in a finisher thread the moment its last request finishes. A failing shard fails
-alone; a stalled engine fails the shards in it and a fresh one takes the rest.
-`sequential=True` is the old worker, kept only for the run bench."""
+`on_outcome` in a finisher thread the moment its last request finishes. Requests start in
+arrival order, so shards commit promptly; once every shard is loaded, the rest of the run
+starts longest expected first where earlier runs tell it (`ShardWork.expected_tokens`): the
+run's tail is its last long requests. A failing shard fails alone; a stalled engine fails the
+shards in it and a fresh one takes the rest. `sequential=True` is the old worker, kept only for
+the run bench."""
 
 from __future__ import annotations
 
-import collections
 import copy
 import dataclasses
+import heapq
 import logging
 import threading
 import time
@@ -34,7 +37,8 @@ class ShardWork:
     quarantined: list[RejectedRow] = dataclasses.field(default_factory=list)
     context: Any = None  # the caller's own (e.g. the loaded shard and its fingerprint)
     error: BaseException | None = None  # loading failed: nothing to generate
-    read_s: float = 0.0
+    # per request, its expected output length from earlier runs (None: no history, arrival order)
+    expected_tokens: list[float] | None = None
 
 
 @dataclasses.dataclass
@@ -63,13 +67,9 @@ class _Open:
 
     work: ShardWork
     results: list[GenerationResult | None]
-    next_index: int = 0  # its next request to add
+    num_added: int = 0
     num_done: int = 0
     started: float = 0.0
-
-    @property
-    def all_added(self) -> bool:
-        return self.next_index >= len(self.work.requests)
 
 
 EngineFactory = Callable[[], tuple[Any, float]]  # () -> (engine, seconds spent starting it)
@@ -125,13 +125,12 @@ def run_stream(
     """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
     background thread unless `sequential`). Raises what the caller's `loads` raised, the
     first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
-    runner = _StreamRunner(engines, sampling, on_outcome, stall_timeout_s, sequential, on_progress)
     source = iter(loads) if sequential else ReadAhead(loads, read_ahead_requests)
     finisher = Finisher(on_outcome, inline=sequential)
-    runner.finisher = finisher
+    runner = _StreamRunner(engines, sampling, source, finisher, stall_timeout_s, sequential, on_progress)
     started = time.perf_counter()
     try:
-        runner.run(source)
+        runner.run()
     finally:
         if isinstance(source, ReadAhead):
             source.close()
@@ -146,25 +145,33 @@ def run_stream(
 
 
 class _StreamRunner:
-    def __init__(self, engines: EngineHolder, sampling: SamplingOptions,
-                 on_outcome: Callable[[ShardOutcome], None], stall_timeout_s: float | None, sequential: bool,
+    def __init__(self, engines: EngineHolder, sampling: SamplingOptions, source: Iterator[ShardWork],
+                 finisher: Finisher, stall_timeout_s: float | None, sequential: bool,
                  on_progress: Callable[[GenerationResult], None] | None) -> None:
         self.engines = engines
         self.sampling = sampling
+        self.source = source
+        self.finisher = finisher
         self.stall_timeout_s = stall_timeout_s
         self.sequential = sequential
         self.on_progress = on_progress
-        self.finisher: Finisher
         self.totals = StreamTotals()
         self.engine: Any = None
         self.stream: EngineStream | None = None
-        self.open: collections.OrderedDict[str, _Open] = collections.OrderedDict()
+        self.open: dict[str, _Open] = {}
+        # requests not yet in the engine, every open shard's: (key, arrival, shard, index, expected tokens);
+        # the key is 0 until the last shard is loaded, then -expected tokens
+        self.waiting: list[tuple[float, int, str, int, float]] = []
+        self.arrivals = 0
+        self.exhausted = False  # the source has no more shards
+        self.ending_told = False  # this engine knows nothing more will join
 
     def _ensure_engine(self) -> EngineStream:
         if self.stream is None or not getattr(self.engine, "alive", True):
             self.close_stream()
             self.engine = self.engines.get()
             self.stream = EngineStream(self.engine, self.sampling)
+            self.ending_told = False
             self._hook("set_stream_ending", False)
         return self.stream
 
@@ -182,23 +189,19 @@ class _StreamRunner:
         if hook is not None:
             hook(*args)
 
-    def run(self, source: Iterator[ShardWork]) -> None:
-        exhausted = False
-        while True:  # one StallWatch per engine: a stalled one is replaced
+    def run(self) -> None:
+        while not (self.exhausted and not self.open):  # one StallWatch per engine: a stalled one is replaced
             with StallWatch(self.stall_timeout_s, self._stop_stalled) as watch:
-                exhausted = self._run_engine(source, watch, exhausted)
-            if exhausted and not self.open:
-                return
+                self._run_engine(watch)
 
-    def _run_engine(self, source: Iterator[ShardWork], watch: StallWatch, exhausted: bool) -> bool:
-        """Step until the stream is done or the engine failed; whether `source` is exhausted."""
+    def _run_engine(self, watch: StallWatch) -> None:
+        """Step until the stream is done or the engine failed."""
         while True:
-            if not exhausted:
-                watch.pause()  # waiting for shards is not the engine's stall
-                exhausted = self._top_up(source)
+            watch.pause()  # waiting for shards is not the engine's stall
+            self._top_up()
             if not self.open:
-                if exhausted:
-                    return True
+                if self.exhausted:
+                    return
                 continue
             watch.progress()
             try:
@@ -208,7 +211,7 @@ class _StreamRunner:
                     exc = EngineStalled(f"no engine step for {self.stall_timeout_s or 0:.0f} s; the engine was "
                                         f"stopped ({type(exc).__name__}: {exc})")
                 self._engine_failed(exc)
-                return exhausted
+                return
             watch.progress()
             for item in finished:
                 self._finished(item.owner, item.index, item.result)
@@ -218,27 +221,47 @@ class _StreamRunner:
         max_num_seqs = getattr(getattr(self.engine, "engine_config", None), "max_num_seqs", 16)
         return 2 * max_num_seqs
 
-    def _top_up(self, source: Iterator[ShardWork]) -> bool:
-        """Add requests until the engine holds its capacity; True once `source` is exhausted."""
-        while True:
-            if self.open:  # the engine starts only once a shard has something to generate
-                stream = self._ensure_engine()
-                for shard in self.open.values():
-                    while not shard.all_added and stream.num_in_flight < self._capacity():
-                        if shard.next_index == 0:
-                            shard.started = time.perf_counter()
-                        stream.add(shard.work.key, shard.next_index, shard.work.requests[shard.next_index])
-                        shard.next_index += 1
-                if stream.num_in_flight >= self._capacity() or self.sequential:
-                    return False  # sequential: the next shard waits for this one to end
-            # Wait for the next shard only when the engine has nothing to do.
-            work = next_shard(source, block=not self.open)
+    def _top_up(self) -> None:
+        """Open every shard the read-ahead has ready (sequential: the next one only once this
+        one ended), then add waiting requests up to the capacity."""
+        while not self.exhausted and not (self.sequential and self.open):
+            work = next_shard(self.source, block=not self.open)  # wait only when the engine has nothing to do
             if work is PENDING:
-                return False
+                break
             if work is None:
-                self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
-                return True
-            self._open(work)
+                self.exhausted = True
+                self._longest_first()
+            else:
+                self._open(work)
+        if self.open:  # the engine starts only once a shard has something to generate
+            stream = self._ensure_engine()
+            added = 0
+            while self.waiting and stream.num_in_flight < self._capacity():
+                _, _, owner, index, _ = heapq.heappop(self.waiting)
+                shard = self.open.get(owner)
+                if shard is None:
+                    continue  # its shard failed: its requests were released then
+                if shard.num_added == 0:
+                    shard.started = time.perf_counter()
+                stream.add(owner, index, shard.work.requests[index])
+                shard.num_added += 1
+                added += 1
+            self._release(added)
+        if self.exhausted and not self.waiting and self.stream is not None and not self.ending_told:
+            self.ending_told = True
+            self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
+
+    def _longest_first(self) -> None:
+        """The run's last window (every shard loaded): its waiting requests start longest
+        expected first, so that no long one starts last and runs alone."""
+        self.waiting = [(-expected, arrival, owner, index, expected)
+                        for _, arrival, owner, index, expected in self.waiting]
+        heapq.heapify(self.waiting)
+
+    def _release(self, num_requests: int) -> None:
+        """The read-ahead no longer holds these requests (in the engine, or their shard failed)."""
+        if isinstance(self.source, ReadAhead):
+            self.source.release(num_requests)
 
     def _open(self, work: ShardWork) -> None:
         self.totals.num_shards += 1
@@ -247,6 +270,10 @@ class _StreamRunner:
             self.totals.num_failed += work.error is not None
             return
         self.open[work.key] = _Open(work, [None] * len(work.requests))
+        expected = work.expected_tokens or [0.0] * len(work.requests)
+        for index, tokens in enumerate(expected):
+            heapq.heappush(self.waiting, (0.0, self.arrivals, work.key, index, tokens))
+            self.arrivals += 1
 
     def _finished(self, owner: str, index: int, result: GenerationResult) -> None:
         shard = self.open.get(owner)
@@ -259,7 +286,7 @@ class _StreamRunner:
         self.totals.num_output_tokens += len(result.output_token_ids)
         if self.on_progress is not None:
             self.on_progress(result)
-        if shard.all_added and shard.num_done == len(shard.results):
+        if shard.num_done == len(shard.results):
             del self.open[owner]
             results = [r for r in shard.results if r is not None]
             stats = ShardStats.of_results(results)
@@ -268,25 +295,17 @@ class _StreamRunner:
                 stats.add_source_counts(take())
             self.finisher.put(ShardOutcome(shard.work, results, stats, time.perf_counter() - shard.started))
 
-    def fail_shard(self, owner: str, exc: BaseException) -> None:
-        """`owner` fails alone: its requests leave the engine, the other shards go on."""
-        shard = self.open.pop(owner, None)
-        if shard is None:
-            return
-        if self.stream is not None:
-            self.stream.cancel(owner)
-        self.totals.num_failed += 1
-        self.finisher.put(ShardOutcome(shard.work, [], ShardStats.aggregate([]), 0.0, exc))
-
     def _stop_stalled(self) -> None:
         self._hook("stop_stalled", self.stall_timeout_s or 0.0)
 
     def _engine_failed(self, exc: Exception) -> None:
         """The engine died or stalled: the shards in it fail (each named), a fresh engine
         takes the rest."""
-        log.error("the engine failed with %d shard(s) in it: %s", len(self.open), exc)
-        for owner in list(self.open):
+        failed = [owner for owner, shard in self.open.items() if shard.num_added]
+        log.error("the engine failed with %d shard(s) in it: %s", len(failed), exc)
+        for owner in failed:
             shard = self.open.pop(owner)
+            self._release(len(shard.results) - shard.num_added)  # its waiting requests are dropped
             self.totals.num_failed += 1
             self.finisher.put(ShardOutcome(shard.work, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.work)))
         if self.stream is not None:

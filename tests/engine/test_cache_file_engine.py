@@ -1,7 +1,8 @@
 """The draft cache file through a real engine: an unusable file found at start-up is moved
 aside and the run starts cold (the driver logs the warning); after the generate call the
 compiled drafter in vLLM's worker saves its cache under the current header with the model's
-tokenizer hash, and the file loads into the Python reference too. A re-run of the same
+tokenizer hash, and the file loads into the Python reference too; the driver reads each
+prompt's output length back from its history (to start long requests first). A re-run of the same
 prompt drafts from the history the file kept of the first run's samples, and every sample
 keeps the distribution it has without speculation. One engine start for the module (no
 budget: calibration is not under test)."""
@@ -14,6 +15,7 @@ import pytest
 
 from bench.engine_hooks import reset_proposer
 from specdec.drafting import cache_file
+from specdec.length_history import LengthHistory
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.models import tokenizer_digest
 from specdec.types import GenerationRequest, SamplingOptions
@@ -44,13 +46,18 @@ def test_an_engine_sets_a_damaged_file_aside_and_saves_a_good_one(engine_factory
     assert not path.exists() and any(str(aside) in r.getMessage() for r in caplog.records), caplog.text
     tok = engine.tokenizer
     requests = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"][:300])), 16) for r in humaneval_rows[:4]]
-    assert len(engine.generate(requests, SamplingOptions(temperature=0.0))) == 4
+    results = engine.generate(requests, SamplingOptions(temperature=0.0))
+    assert len(results) == 4
     digest = tokenizer_digest(default_model_dir)
     meta, _ = cache_file.read(path, digest)
     assert (meta["version"], meta["tokenizer"]) == (cache_file.VERSION, digest)
     contents = cache_file.read_contents(path, digest)
     assert len(contents.ids) == 4 and int(contents.lengths.min()) > 16  # prompt + output of each
     assert len(SuffixTrieCache.load(path, tokenizer=digest)) == 4
+    # the driver finds each prompt the drafter recorded (long requests first)
+    history = LengthHistory.read(path, digest)
+    assert history is not None
+    assert history.expected_tokens(requests) == [float(len(r.output_token_ids)) for r in results]
 
 
 def test_a_rerun_drafts_from_history_and_keeps_the_sampling_distribution(engine_factory, cache_path, probe_factory):

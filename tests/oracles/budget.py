@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specdec.step_cost import StepCostModel, draft_token_seconds
+from oracles.step_shapes import draft_token_seconds
+from specdec.step_cost import StepCostModel
 
 
 def geometric_gains(alpha: float, length: int) -> np.ndarray:

@@ -15,7 +15,8 @@ from oracles.hybrid import HybridProposer
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
 from specdec.controller import CORE, CoreSettings, load_cache_file
-from specdec.step_cost import StepCost, StepSample, StepShapes, row_contexts
+from oracles.step_shapes import StepShapes, row_contexts
+from specdec.step_cost import StepCost, StepSample
 
 
 @dataclasses.dataclass

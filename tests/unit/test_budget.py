@@ -17,7 +17,8 @@ from oracles.hybrid import HybridProposer
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
-from specdec.step_cost import StepCost, row_contexts
+from oracles.step_shapes import row_contexts
+from specdec.step_cost import StepCost
 
 FREE = StepCost(fixed_s=0.07, per_seq_s=0.0, per_token_s=0.0)
 COMPUTE_BOUND = StepCost(fixed_s=0.0, per_seq_s=0.0, per_token_s=0.01)

@@ -102,3 +102,32 @@ def test_paired_ratios_take_the_same_round():
     assert stream.vs_sequential is not None
     assert (stream.vs_sequential.low, stream.vs_sequential.high) == pytest.approx((1.5, 2.0))
     assert (stream.tokens_per_s.low, stream.tokens_per_s.high) == (50.0, 100.0)
+
+
+def test_the_long_first_shape_starts_the_longest_expected_first_and_needs_a_cache_file(monkeypatch, tmp_path):
+    engine = Engine(max_num_seqs=1, step_s=0.01)  # two requests in the engine at once; steps slow
+    # enough for the read-ahead to load every shard before the third request goes in
+    monkeypatch.setattr(generate_mod, "get_engine", lambda params: (engine, 0.0))
+
+    class ByPromptLength:  # a history in which longer prompts ran longer
+        def expected_tokens(self, requests):
+            return [float(len(r.prompt_token_ids)) for r in requests]
+
+    monkeypatch.setattr(generate_mod, "_length_history",
+                        lambda params: ByPromptLength() if params.long_first and params.cache_file else None)
+    rows = [PromptRow(i, f"r{i}", "x" * (1 + 5 * i), None, None) for i in range(8)]
+    shards = [generate_mod.ShardRows(f"s{i}", f"s{i}", rows[2 * i : 2 * i + 2], []) for i in range(4)]
+    params = GenerationParams(max_tokens=4, batch_size=1, cache_file=str(tmp_path / "cache.npz"))
+    with pytest.raises(ValueError, match="cache file"):
+        run_engine.run_rounds(shards, params.model_copy(update={"cache_file": None}), ["none"], 1,
+                              lambda params, method: None, shapes=["long-first"])
+    starts: list[int] = []  # where each run's requests begin in engine.added
+    timings = run_engine.run_rounds(shards, params, ["none"], 1, lambda params, method: starts.append(len(engine.added)),
+                                    shapes=["stream", "long-first"])
+    assert [t.shape for t in timings] == ["stream", "long-first"]
+    assert starts[1] - starts[0] == 8  # the untimed first run: every shard (it records the history)
+    prompt_len = {rid: len(engine.requests[rid].prompt_token_ids) for rid in engine.added}
+    stream, long_first = engine.added[starts[1] : starts[2]], engine.added[starts[2] :]
+    assert [prompt_len[r] for r in stream] == sorted(prompt_len[r] for r in stream)  # arrival order
+    rest = [prompt_len[r] for r in long_first[2:]]  # the first two go in before every shard is loaded
+    assert len(long_first) == 8 and rest == sorted(rest, reverse=True)

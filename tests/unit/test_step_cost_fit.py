@@ -10,7 +10,7 @@ import pytest
 
 from oracles.budget import first_draft_thresholds
 from specdec.step_cost import StepCost, StepSample, fit_step_cost
-from specdec import step_cost
+from oracles import step_shapes
 
 
 def test_fit_recovers_a_linear_step_cost():
@@ -58,8 +58,8 @@ def test_fit_refuses_samples_without_drafts_and_keeps_coefficients_nonnegative()
 
 def test_step_shapes_count_only_clean_decode_steps(monkeypatch: pytest.MonkeyPatch):
     clock = iter([0.0, 0.5, 1.0, 1.2, 2.0, 2.3, 3.0, 3.1])
-    monkeypatch.setattr(step_cost.time, "perf_counter", lambda: next(clock))
-    shapes = step_cost.StepShapes()
+    monkeypatch.setattr(step_shapes.time, "perf_counter", lambda: next(clock))
+    shapes = step_shapes.StepShapes()
     got = [shapes.started(["a", "b"], all_decoding=True)]  # no previous step: nothing to time
     shapes.finished({"a": 3, "b": 0}, {"a": 100, "b": 20})  # t=0.5
     got.append(shapes.started(["a", "b"], all_decoding=True))  # t=1.0: one clean step

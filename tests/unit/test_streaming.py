@@ -1,9 +1,12 @@
 """The streaming worker's loop (specdec.streaming) on a continuous-batching double: shards
 share the engine, each is handed on once with its results in order, read-ahead is bounded,
-failures stay with their shard, and the engine time attributed to requests adds up."""
+failures stay with their shard, the engine time attributed to requests adds up, requests start
+longest expected first (arrival order without a history), and the engine hears the stream's
+end once no request is left to join."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -11,7 +14,8 @@ import pytest
 
 from specdec.engines.engine_stream import EngineStream
 from specdec.engines.stall import EngineStalled
-from specdec.streaming import EngineHolder, ShardWork, run_stream
+from specdec.stream_threads import Finisher
+from specdec.streaming import EngineHolder, ShardWork, _StreamRunner, run_stream
 from specdec.types import GenerationRequest, SamplingOptions
 from support.stepping import TokenByToken
 
@@ -160,3 +164,98 @@ def test_a_stalled_engine_fails_the_shards_in_it_and_a_fresh_engine_takes_the_re
     by_key = {o.work.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled) and "shard a" in str(by_key["a"].error)
     assert by_key["b"].error is None and len(by_key["b"].results) == 1
+
+
+def with_history(key: str, lengths: list[int], expected: list[float]) -> ShardWork:
+    work = shard(key, lengths)
+    work.expected_tokens = expected
+    return work
+
+
+def run_in_order(works, engine):
+    """The stream's loop over a plain iterator, no read-ahead thread: it sees every shard (and
+    the end) at its first look, so which requests it has to choose from is deterministic."""
+    outcomes = []
+    runner = _StreamRunner(holder(engine), SamplingOptions(), iter(works), Finisher(outcomes.append, inline=True),
+                           None, False, None)
+    runner.run()
+    runner.close_stream()
+    return outcomes
+
+
+def test_the_longest_expected_requests_start_first_and_end_the_runs_tail_sooner():
+    lengths = [2, 2, 2, 2, 8]  # two rows at once: in arrival order the 8-token request runs alone at the end
+    arrival, longest_first = TokenByToken(max_num_seqs=2), TokenByToken(max_num_seqs=2)
+    run_in_order([shard("a", lengths)], arrival)
+    outcomes = run_in_order([with_history("a", lengths, [2.0, 2.0, 2.0, 2.0, 8.0])], longest_first)
+    assert longest_first.added[0] == "a\x1f4"
+    assert (longest_first.steps, arrival.steps) == (8, 12)
+    assert [len(r.output_token_ids) for r in outcomes[0].results] == lengths  # results still in request order
+
+
+def test_the_last_windows_requests_of_every_shard_compete_longest_expected_first():
+    works = [with_history("a", [3, 3], [3.0, 1.0]), with_history("b", [2, 9], [2.0, 9.0]), shard("c", [1, 1]),
+             with_history("d", [7], [7.0])]
+    engine = TokenByToken(max_num_seqs=1)
+    outcomes = run_in_order(works, engine)
+    assert sorted(o.work.key for o in outcomes) == list("abcd") and all(o.error is None for o in outcomes)
+    # c has no history (expected 0): after every known one, in arrival order
+    assert engine.added == ["b\x1f1", "d\x1f0", "a\x1f0", "b\x1f0", "a\x1f1", "c\x1f0", "c\x1f1"]
+
+
+def test_requests_start_in_arrival_order_while_shards_are_still_to_come():
+    engine = TokenByToken(max_num_seqs=1)
+    # read-ahead of two requests: while "a" is in the engine the other shards cannot all be loaded
+    works = [with_history(k, [3, 3], [1.0, 9.0]) for k in "abcdef"]
+    outcomes, _ = run(works, engine, read_ahead_requests=2)
+    assert len(outcomes) == 6 and all(o.error is None for o in outcomes)
+    assert engine.added[:2] == ["a\x1f0", "a\x1f1"]  # the shorter first: its shard commits sooner
+
+
+def test_a_failed_engine_fails_only_the_shards_in_it_not_those_still_waiting():
+    first, fresh = StallsOnce(hang_after=3), TokenByToken(max_num_seqs=2)
+    engines = iter([first, fresh])
+    outcomes = []
+    # "a" fills the engine (two running, two waiting); "b" is loaded but has nothing in it yet
+    works = [with_history("a", [20] * 4, [20.0] * 4), with_history("b", [2], [1.0])]
+    run_stream(works, EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append,
+               read_ahead_requests=64, stall_timeout_s=0.3)
+    by_key = {o.work.key: o for o in outcomes}
+    assert isinstance(by_key["a"].error, EngineStalled)
+    assert by_key["b"].error is None and len(by_key["b"].results) == 1
+    assert fresh.added == ["b\x1f0"]
+
+
+class HearsTheEnd(TokenByToken):
+    """Records each set_stream_ending call with how many requests it had been given by then."""
+
+    def __init__(self) -> None:
+        super().__init__(max_num_seqs=2)
+        self.endings: list[tuple[bool, int]] = []
+
+    def set_stream_ending(self, ending: bool) -> None:
+        self.endings.append((ending, len(self.added)))
+
+
+def test_the_engine_hears_the_streams_end_once_no_request_is_left_to_join():
+    engine = HearsTheEnd()
+    works = [with_history("a", [3, 3, 3], [1.0, 9.0, 1.0]), with_history("b", [5, 2, 2], [5.0, 2.0, 2.0])]
+    run(works, engine)
+    assert engine.endings == [(False, 0), (True, 6)]  # every request given before the tail begins
+
+
+def test_a_failed_shards_waiting_requests_no_longer_count_against_the_read_ahead():
+    first, fresh = StallsOnce(hang_after=3), TokenByToken(max_num_seqs=2)
+    first.engine_config = dataclasses.replace(first.engine_config, max_num_seqs=1)  # holds two requests
+    engines = iter([first, fresh])
+    outcomes = []
+    # a bound of two requests: "a" (four, two of them never in the engine) must free its place for "b"
+    works = [shard("a", [20] * 4), shard("b", [2, 2])]
+    runner = threading.Thread(target=run_stream, daemon=True, args=(
+        works, EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append),
+        kwargs={"read_ahead_requests": 2, "stall_timeout_s": 0.3})
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive(), "the stream waits for a read-ahead that never frees"
+    by_key = {o.work.key: o for o in outcomes}
+    assert isinstance(by_key["a"].error, EngineStalled) and by_key["b"].error is None

@@ -1,5 +1,5 @@
 // The shape of each clean decode step, for the batch budget's step timer (the reference:
-// specdec/step_cost.py, StepShapes): the time from the end of one proposer call to
+// tests/oracles/step_shapes.py): the time from the end of one proposer call to
 // the start of the next is one forward over the rows and drafts the first call handed out.
 // A step is clean when every row decodes and each was a decoding row of the previous call.
 #pragma once
