@@ -6,7 +6,7 @@ import gzip
 import json
 from collections.abc import Callable
 from importlib import metadata
-from itertools import accumulate, islice
+from itertools import islice
 from pathlib import Path
 
 import pyarrow as pa
@@ -50,15 +50,15 @@ def sharegpt_rows(limit: int | None = None, max_prompt_chars: int = 1000) -> lis
     turn as a one-message chat, so the model's chat template applies). Long prompts are
     skipped: prefill is the slow part on CPU.
     """
-    return _sharegpt_history_rows("sharegpt", lambda item: _first_turn(item, max_prompt_chars), limit)
+    return sharegpt_history_rows("sharegpt", lambda item: _first_turn(item, max_prompt_chars), limit)
 
 
 def _first_turn(item: object, max_chars: int) -> list[dict[str, str]] | None:
-    text = _first_human_turn(item)
+    text = first_human_turn(item)
     return [{"role": "user", "content": text}] if text is not None and len(text) <= max_chars else None
 
 
-def _first_human_turn(item: object) -> str | None:
+def first_human_turn(item: object) -> str | None:
     if not isinstance(item, dict) or not isinstance(item.get("id"), str):
         return None
     turns = item.get("conversations")
@@ -101,32 +101,7 @@ def _iter_json_array(fh, chunk_size: int = 1 << 20):
         pos = 0
 
 
-def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 1500) -> list[dict[str, str]]:
-    """Multi-turn ShareGPT prompts: the conversation up to its second user turn (the first
-    answer included), as chat `messages`; the model then writes the second answer.
-
-    Later turns often quote or edit earlier ones, which is where drafting from the request's
-    own text pays off. Conversations whose history exceeds `max_prompt_chars` are skipped.
-    """
-    return _sharegpt_history_rows("sharegpt-mt", lambda item: _multiturn_history(item, max_prompt_chars), limit)
-
-
-def sharegpt_long_rows(
-    limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500
-) -> list[dict[str, str]]:
-    """Long-context ShareGPT prompts: each conversation's history up to its last user turn
-    that keeps the history within `max_chars`, kept if it reaches `min_chars`; the model then
-    writes the next answer.
-
-    SmolLM2's tokenizer gives about 4.1 characters per token on these histories (median over
-    the first 300 rows; a tenth are below 3.2: code, other languages), so the window sits
-    inside 1-2k tokens at that ratio, leaving room for denser text. Measured over the first
-    64 rows: 883-2,821 chat-templated prompt tokens, median 1,495, 50 of 64 within 1-2k.
-    """
-    return _sharegpt_history_rows("sharegpt-long", lambda item: _long_history(item, min_chars, max_chars), limit)
-
-
-def _sharegpt_history_rows(
+def sharegpt_history_rows(
     name: str, pick: Callable[[object], list[dict[str, str]] | None], limit: int | None
 ) -> list[dict[str, str]]:
     """Rows of the chat histories `pick` takes from ShareGPT conversations (None skips one),
@@ -145,34 +120,3 @@ def _sharegpt_history_rows(
             if limit is not None and len(rows) >= limit:
                 break
     return rows
-
-
-def _multiturn_history(item: object, max_chars: int) -> list[dict[str, str]] | None:
-    turns = _chat_turns(item)[:3]
-    return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_chars else None
-
-
-def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str, str]] | None:
-    turns = _chat_turns(item)
-    totals = accumulate(len(m["content"]) for m in turns)
-    # Totals only grow, so the last user turn that fits gives the longest history.
-    ends = [i + 1 for i, total in enumerate(totals)
-            if turns[i]["role"] == "user" and min_chars <= total <= max_chars]
-    return turns[: ends[-1]] if ends else None
-
-
-_CHAT_ROLES = {"human": "user", "gpt": "assistant"}
-
-
-def _chat_turns(item: object) -> list[dict[str, str]]:
-    """A conversation's leading run of non-empty turns alternating human/gpt, as chat
-    messages (empty for a malformed item): later turns from other roles are cut off."""
-    if _first_human_turn(item) is None:
-        return []
-    messages = []
-    for i, turn in enumerate(item["conversations"]):  # type: ignore[index]
-        text = turn["value"].strip()
-        if turn["from"] != ("human" if i % 2 == 0 else "gpt") or not text:
-            break
-        messages.append({"role": _CHAT_ROLES[turn["from"]], "content": text})
-    return messages

@@ -13,7 +13,8 @@ import pytest
 from oracles.controller import DraftController as OracleController
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
-from specdec.datasets import humaneval_rows, sharegpt_multiturn_rows
+from bench.datasets import sharegpt_multiturn_rows
+from specdec.datasets import humaneval_rows
 from specdec.step_cost import StepCost
 from support.greedy_replay import replay_greedy
 
