@@ -7,6 +7,8 @@ one per GPU host on pool `gpu`) picks a group, generates it with its own engine 
 results (a shared S3 prefix). Workers never open DuckDB: when every group has finished, the
 parent ingests the staged shards once. A shard is staged by exactly one group, and re-running
 the parent resumes (staged shards whose content and config match are not generated again). Groups are fixed at submission: the run ends with its slowest group.
+While the groups run, the parent's live progress (tasks.progress) sums the live tables each
+group publishes on its own flow run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import heapq
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from prefect import flow, get_client, get_run_logger, task
@@ -24,16 +27,17 @@ from prefect.deployments import run_deployment
 from prefect.states import Pending
 
 from flows.generation import finish_run
-from flows.params import FlowParams
+from flows.params import SHARD_FLOW, FanoutParams, FlowParams
 from flows.shard_run import RunContext, process_shards, summary, worker_name
+from flows.signature import takes_model_fields
 from specdec.engine_cache import closing_on_interrupt
 from tasks import prefect_tasks as t
 from tasks import prompt_shards
+from tasks.progress import LIVE_TABLE, LiveProgress, combine_groups
 from tasks.prompt_shards import ShardRef
 from tasks.storage import S3Options
 
-SHARD_FLOW = "speculative-generation-shards"
-_READ_PAGE = 100  # groups per artifact query: one table artifact each, within the API's page limit
+_READ_PAGE = 100  # artifacts per query, within the API's page limit
 GROUP_FIGURES = "specdec fan-out group: shards, failures, engine busy seconds"
 
 
@@ -75,7 +79,7 @@ def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -
     get_run_logger().info("run %s: %d shard(s) on worker %s (code: %s)", run.run_id, len(refs),
                           worker_name(), __file__)
     with closing_on_interrupt():  # cancelled: the engine goes before the process does
-        process_shards(run, refs, ingest_each=False)
+        process_shards(run, refs, ingest_each=False, keyed_progress=False)  # the parent's are keyed
     figures = {"worker": worker_name(), "shards": [r.shard_id for r in refs], "failures": run.failures,
                "engine_busy_s": run.manifest.engine_busy_s}
     _record_group_figures(figures)
@@ -83,42 +87,21 @@ def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -
 
 
 @flow(name="speculative-generation-fanout", log_prints=False)
-def speculative_generation_fanout(
-    source: str,
-    num_groups: int = 2,
-    shard_deployment: str = f"{SHARD_FLOW}/gpu-shards",
-    db: str = "out/specdec.duckdb",
-    staging: str = "out/staging",
-    run_name: str | None = None,
-    options: dict[str, Any] | None = None,
-    group_timeout_s: float = 24 * 3600.0,
-) -> dict[str, Any]:
+@takes_model_fields(FanoutParams)
+def speculative_generation_fanout(**fields: Any) -> dict[str, Any]:
     """Split the shards under `source` into `num_groups` child flow runs of `shard_deployment`,
-    wait for them, then ingest everything once. `options`: the other FlowParams fields
-    (method, max_tokens, ...). `source` and `staging` must be shared by every worker (S3)."""
-    params = FlowParams(source=source, db=db, staging=staging, run_name=run_name, **(options or {}))
+    wait for them (the run's live progress sums theirs), then ingest everything once.
+    Parameters: the fields of flows.params.FanoutParams. `source` and `staging` must be
+    shared by every worker (S3)."""
+    fanout = FanoutParams(**fields)
+    params = fanout.run_params()
     logger = get_run_logger()
     run = RunContext(params)
     t.record_run(run.staging, run.manifest)
     refs = size_shards(t.list_shards(params.source, params.shard_glob, run.s3), params, run.s3)
     run.manifest.num_shards = len(refs)
-    groups = split_into_groups(refs, num_groups)
-    child_params = params.shareable()
-    children: list = []
-    try:
-        for i, group in enumerate(groups):
-            child = run_deployment(
-                shard_deployment, timeout=0, flow_run_name=f"{run.run_id}-group-{i + 1}-of-{len(groups)}",
-                parameters={"params": child_params, "shards": [{"shard_id": r.shard_id, "uri": r.uri} for r in group]},
-            )
-            logger.info("group %d/%d (%d shard(s), ~%.0f output tokens) -> flow run %s", i + 1, len(groups),
-                        len(group), sum(r.work or 0.0 for r in group), child.name)
-            children.append(child.id)
-        states = _wait_for(children, group_timeout_s)
-    except BaseException as exc:
-        if not isinstance(exc, Exception):  # cancelled or interrupted: so are the groups
-            _cancel_children(children)
-        raise
+    groups = split_into_groups(refs, fanout.num_groups)
+    children, states = _run_groups(run, groups, fanout)
     for child_id, state in states.items():
         if state.type.value != "COMPLETED":
             run.failures.append(f"child flow run {child_id} ended {state.type.value}")
@@ -131,7 +114,50 @@ def speculative_generation_fanout(
     return {**summary(run, len(refs)), "groups": [[r.shard_id for r in g] for g in groups]}
 
 
-def _wait_for(flow_run_ids: list, timeout_s: float, poll_s: float = 2.0) -> dict[Any, State]:
+def _run_groups(run: RunContext, groups: list[list[ShardRef]], fanout: FanoutParams) -> tuple[list, dict[Any, State]]:
+    """Submit each group as a child flow run and wait for them all, showing their progress as
+    the run's; cancelled or interrupted, the groups are cancelled too."""
+    logger = get_run_logger()
+    child_params = run.params.shareable()
+    live = LiveProgress(run.run_id, sum(len(g) for g in groups))
+    children: list = []
+    try:
+        for i, group in enumerate(groups):
+            child = run_deployment(
+                fanout.shard_deployment, timeout=0, flow_run_name=f"{run.run_id}-group-{i + 1}-of-{len(groups)}",
+                parameters={"params": child_params, "shards": [{"shard_id": r.shard_id, "uri": r.uri} for r in group]},
+            )
+            logger.info("group %d/%d (%d shard(s), ~%.0f output tokens) -> flow run %s", i + 1, len(groups),
+                        len(group), sum(r.work or 0.0 for r in group), child.name)
+            children.append(child.id)
+        return children, _wait_for(children, fanout.group_timeout_s, lambda: _show_progress(live, children))
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # cancelled or interrupted: so are the groups
+            _cancel_children(children)
+        raise
+    finally:
+        _show_progress(live, children)
+        live.close()
+
+
+def _show_progress(live: LiveProgress, flow_run_ids: list) -> None:
+    """The run's live progress from its groups' live tables; a failure is logged, never raised
+    (progress is for people watching, the run goes on without it)."""
+    if not live.enabled or not flow_run_ids:
+        return
+    try:
+        latest: dict[Any, Any] = {}  # per group, its latest live table (a re-run group makes a new one)
+        for artifact in _group_tables(flow_run_ids):
+            if (artifact.description or "").startswith(LIVE_TABLE) and isinstance(artifact.data, str):
+                if artifact.flow_run_id not in latest or artifact.created > latest[artifact.flow_run_id].created:
+                    latest[artifact.flow_run_id] = artifact
+        live.replace(*combine_groups((json.loads(a.data) for a in latest.values()), live.tally.total))
+    except Exception as exc:
+        get_run_logger().warning("could not read the groups' progress: %s", exc)
+
+
+def _wait_for(flow_run_ids: list, timeout_s: float, on_poll: Callable[[], None],
+              poll_s: float = 2.0) -> dict[Any, State]:
     """Final state of each child flow run (or the last seen one at the timeout)."""
     deadline = time.monotonic() + timeout_s
     states: dict[Any, State] = {}
@@ -141,6 +167,7 @@ def _wait_for(flow_run_ids: list, timeout_s: float, poll_s: float = 2.0) -> dict
                 states[fid] = client.read_flow_run(fid).state or Pending()
             if all(s.is_final() for s in states.values()) or time.monotonic() > deadline:
                 return states
+            on_poll()
             time.sleep(poll_s)
 
 
@@ -158,16 +185,27 @@ def _record_group_figures(figures: dict[str, Any]) -> None:
     create_table_artifact([figures], description=GROUP_FIGURES)
 
 
+def _group_tables(flow_run_ids: list) -> list[Any]:
+    """Every table artifact of the given flow runs (each group has its figures and its live table)."""
+    artifacts: list[Any] = []
+    with get_client(sync_client=True) as client:
+        for first in range(0, len(flow_run_ids), _READ_PAGE):
+            where = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=flow_run_ids[first:first + _READ_PAGE]),
+                                   type=ArtifactFilterType(any_=["table"]))
+            offset = 0
+            while True:  # the API returns a page at most
+                page = client.read_artifacts(limit=_READ_PAGE, offset=offset, artifact_filter=where)
+                artifacts += page
+                offset += len(page)
+                if len(page) < _READ_PAGE:
+                    break
+    return artifacts
+
+
 def _read_group_busy_s(flow_run_ids: list) -> dict[Any, float | None]:
     """Each group's engine_busy_s from its figures artifact (absent: the group did not get there)."""
-    artifacts = []
-    with get_client(sync_client=True) as client:
-        for first in range(0, len(flow_run_ids), _READ_PAGE):  # the API returns a page at most
-            artifacts += client.read_artifacts(limit=_READ_PAGE, artifact_filter=ArtifactFilter(
-                flow_run_id=ArtifactFilterFlowRunId(any_=flow_run_ids[first:first + _READ_PAGE]),
-                type=ArtifactFilterType(any_=["table"])))
     found: dict[Any, float | None] = {}
-    for artifact in artifacts:
+    for artifact in _group_tables(flow_run_ids):
         if artifact.description == GROUP_FIGURES and isinstance(artifact.data, str):
             rows = json.loads(artifact.data)
             found[artifact.flow_run_id] = rows[0].get("engine_busy_s") if rows else None

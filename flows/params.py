@@ -17,6 +17,7 @@ from specdec.config import ConfigError, config_hash
 from specdec.params import GenerationParams
 from tasks.storage import S3Options, is_s3
 
+SHARD_FLOW = "speculative-generation-shards"  # the fan-out's child flow (flows.fanout)
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 
@@ -95,3 +96,16 @@ class FlowParams(GenerationParams):
     def shareable(self) -> dict[str, Any]:
         """Parameters for child flow runs: plain JSON, no credentials by construction."""
         return {**self.model_dump(mode="json"), "run_name": self.run_id()}
+
+
+class FanoutParams(FlowParams):
+    """The fan-out flow's parameters: the run's (FlowParams) plus how it is spread."""
+
+    num_groups: int = Field(2, ge=1, description="child flow runs to split the shards into (~ workers)")
+    shard_deployment: str = Field(f"{SHARD_FLOW}/gpu-shards",
+                                  description="deployment of the child flow that generates a group")
+    group_timeout_s: float = Field(24 * 3600.0, gt=0.0, description="longest wait for every group to finish")
+
+    def run_params(self) -> FlowParams:
+        """The run's own parameters (what the child flow runs take, what the run id hashes)."""
+        return FlowParams(**{name: getattr(self, name) for name in FlowParams.model_fields})

@@ -257,12 +257,15 @@ def flows_section() -> str:
         doc = " ".join(inspect.cleandoc(fl.fn.__doc__ or "").split())
         out += [f"### {fl.name}", "", f"Entry point `{entrypoint}`. {doc}", ""]
         params = inspect.signature(fl.fn).parameters
-        if set(params) == set(FlowParams.model_fields):
+        extra = [p for name, p in params.items() if name not in FlowParams.model_fields]
+        if set(FlowParams.model_fields) <= set(params):
             out += ["Parameters: every field of `FlowParams` ([generation parameters]"
-                    "(#generation-parameters) and [flow parameters](#flow-parameters)).", ""]
-            continue
+                    "(#generation-parameters) and [flow parameters](#flow-parameters))"
+                    + (", plus:" if extra else "."), ""]
+            if not extra:
+                continue
         rows = []
-        for p in params.values():
+        for p in extra:
             default = "required" if p.default is inspect.Parameter.empty else f"`{json.dumps(p.default)}`"
             annotation = p.annotation if isinstance(p.annotation, str) else type_text(p.annotation)
             rows.append([f"`{p.name}`", f"`{annotation}`", default])

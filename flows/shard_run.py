@@ -20,6 +20,7 @@ from flows.params import FlowParams
 from specdec.generate import Generation, ShardRows, generate_shards
 from specdec.streaming import ShardWork
 from tasks import prefect_tasks as t
+from tasks.progress import LiveProgress
 from tasks.prompt_shards import LoadedShard, ShardInputError, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
 
@@ -60,11 +61,13 @@ class _Loaded:
     staged: ShardManifest | None = None  # committed with this content and config: skip it
 
 
-def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> None:
+def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool, keyed_progress: bool = True) -> None:
     """Every shard gets an outcome; one bad shard never stops the others. The shards stream
     through one engine (specdec.generate.generate_shards): read ahead in the background, each
-    staged (and with `ingest_each` ingested) the moment its last request finishes."""
+    staged (and with `ingest_each` ingested) the moment its last request finishes, then counted
+    in the run's live progress (tasks.progress; `keyed_progress`: under the run id's keys)."""
     params = run.params.generation_params()
+    live = LiveProgress(run.run_id, len(refs), keyed=keyed_progress)
 
     def shards() -> Iterator[ShardRows]:
         for ref in refs:
@@ -99,12 +102,16 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> 
                 t.record_run(run.staging, run.manifest)
                 t.ingest(run.params.db, run.staging, run.run_id, [loaded.ref.shard_id])
             run.outcomes.append(staged)
+            live.shard_done(staged, "skipped" if loaded.staged is not None else "generated")
         except Exception as exc:
             get_run_logger().error("shard %s failed: %s", loaded.ref.shard_id, exc)
             run.failures.append(f"{loaded.ref.shard_id}: {exc}")
-            record_failure(run, loaded.ref, exc, ingest_each)
+            live.shard_done(record_failure(run, loaded.ref, exc, ingest_each), "failed")
 
-    totals = generate_shards(shards(), params, run.config_hash, run.config, on_done)
+    try:
+        totals = generate_shards(shards(), params, run.config_hash, run.config, on_done)
+    finally:
+        live.close()
     run.manifest.engine_busy_s = (run.manifest.engine_busy_s or 0.0) + totals.busy_s
 
 
@@ -128,7 +135,7 @@ def shard_manifest(run: RunContext, shard: LoadedShard, out: Generation) -> Shar
     )
 
 
-def record_failure(run: RunContext, ref: ShardRef, exc: Exception, ingest_each: bool) -> None:
+def record_failure(run: RunContext, ref: ShardRef, exc: Exception, ingest_each: bool) -> ShardManifest:
     """Stage a failed shard's manifest. Bad input (ShardInputError) quarantines the whole
     shard with its row count; other failures (engine, storage) leave the count unknown."""
     quarantine = []
@@ -149,6 +156,7 @@ def record_failure(run: RunContext, ref: ShardRef, exc: Exception, ingest_each: 
             t.ingest(run.params.db, run.staging, run.run_id, [ref.shard_id])
     except Exception as inner:  # the failure itself is already in the log and the run status
         get_run_logger().error("could not record the failure of shard %s: %s", ref.shard_id, inner)
+    return manifest
 
 
 def current_flow_run_id() -> str | None:

@@ -219,7 +219,7 @@ def test_cancelling_a_fanout_parent_cancels_its_group_runs(worker, prefect_api, 
     parent = run_deployment("speculative-generation-fanout/fanout", timeout=0, parameters={
         "source": str(tmp_path / "src"), "staging": str(tmp_path / "staging"), "db": str(tmp_path / "r.duckdb"),
         "num_groups": 2, "shard_deployment": "speculative-generation-shards/gpu-shards",
-        "options": {"method": "none"}})
+        "method": "none"})
 
     def children():
         with get_client(sync_client=True) as client:

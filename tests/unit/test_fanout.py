@@ -1,16 +1,20 @@
 """The fan-out's split: shards sized from their Parquet footers (rows x samples x max tokens)
-and shared out by estimated work, not by count. The groups on real workers:
-tests/pipeline/test_pipeline_fanout.py."""
+and shared out by estimated work, not by count; its parameters are the parameter model's. The
+groups on real workers: tests/pipeline/test_pipeline_fanout.py."""
 
 from __future__ import annotations
 
+import inspect
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from flows.fanout import split_into_groups, total_engine_busy_s
+from flows.fanout import speculative_generation_fanout, split_into_groups, total_engine_busy_s
+from flows.params import FanoutParams, FlowParams
 from support.shards import write_shard
 from tasks.prompt_shards import ShardRef, with_footer_sizes
 
@@ -88,3 +92,27 @@ def test_run_busy_time_sums_every_group_or_is_unknown():
     assert total_engine_busy_s({"a": 1.5, "b": None}, ["a", "b"]) is None
     assert total_engine_busy_s({"a": 1.5}, ["a", "b"]) is None  # a group that never reported
     assert total_engine_busy_s({}, []) is None
+
+
+def test_fanout_parameters_are_the_model_fields_with_their_defaults():
+    signature = inspect.signature(speculative_generation_fanout.fn)
+    assert list(signature.parameters) == [n for n, f in FanoutParams.model_fields.items() if f.is_required()] + [
+        n for n, f in FanoutParams.model_fields.items() if not f.is_required()]
+    for name, param in signature.parameters.items():
+        field = FanoutParams.model_fields[name]
+        assert param.default == (inspect.Parameter.empty if field.is_required() else field.default), name
+    assert set(FlowParams.model_fields) < set(signature.parameters)  # every run parameter, typed
+    assert set(speculative_generation_fanout.parameters.properties) == set(FanoutParams.model_fields)
+
+
+def test_the_fanout_deployment_sets_model_fields_and_the_children_get_the_runs_own():
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "prefect.yaml").read_text())
+    deployed = next(d for d in spec["deployments"] if d["name"] == "fanout")["parameters"]
+    params = FanoutParams(**deployed)  # unknown names fail (extra="forbid")
+    assert (params.num_groups, params.max_tokens, params.dtype) == (8, 512, "auto")
+    run = params.run_params()
+    assert type(run) is FlowParams and run.max_tokens == 512
+    assert "num_groups" not in run.shareable()  # what the groups take: FlowParams(**shareable)
+    assert FanoutParams(**{**deployed, "num_groups": 3}).run_params().run_id() == run.run_id()
+    with pytest.raises(ValueError, match="options"):
+        FanoutParams(**deployed, options={"max_tokens": 4})
