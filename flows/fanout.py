@@ -130,13 +130,14 @@ def _run_groups(run: RunContext, groups: list[list[ShardRef]], fanout: FanoutPar
             logger.info("group %d/%d (%d shard(s), ~%.0f output tokens) -> flow run %s", i + 1, len(groups),
                         len(group), sum(r.work or 0.0 for r in group), child.name)
             children.append(child.id)
-        return children, _wait_for(children, fanout.group_timeout_s, lambda: _show_progress(live, children))
+        states = _wait_for(children, fanout.group_timeout_s, lambda: _show_progress(live, children))
+        _show_progress(live, children)  # the groups' last shards
+        return children, states
     except BaseException as exc:
         if not isinstance(exc, Exception):  # cancelled or interrupted: so are the groups
             _cancel_children(children)
         raise
     finally:
-        _show_progress(live, children)
         live.close()
 
 

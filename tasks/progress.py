@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
@@ -106,7 +107,7 @@ def shard_row(m: ShardManifest, status: str) -> dict[str, Any]:
             "tokens/s": row["tokens/s"], "draft tokens": m.stats.num_draft_tokens,
             "accepted tokens": m.stats.num_accepted_tokens, "failed": int(status == "failed"),
             "skipped": int(status == "skipped"), "worker": m.worker,
-            "committed": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+            "committed": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]}  # UTC; sorts as text
 
 
 def split_table(rows: list[dict[str, Any]]) -> tuple[Tally, list[dict[str, Any]]]:
@@ -192,9 +193,10 @@ class LiveProgress:
             rows = [tally.row(elapsed), *self.recent]
         done = 100.0 * tally.done / tally.total if tally.total else 100.0
         try:
+            # the table first: once the progress shows a state, the table shows it too
+            client.update_artifact(self._ids[1], ArtifactUpdate(data=json.dumps(rows)))
             client.update_artifact(self._ids[0], ArtifactUpdate(data=min(done, 100.0),
                                                                 description=tally.describe(elapsed)))
-            client.update_artifact(self._ids[1], ArtifactUpdate(data=json.dumps(rows)))
         except Exception as exc:  # progress is for people watching: the run goes on without it
             if not self._failing:
                 self._logger.warning("could not update the live progress of run %s (%s); retrying at the "

@@ -2,11 +2,13 @@
 splits 8 shards into two groups and submits them with `run_deployment` to the
 `speculative-generation-shards/cpu-shards` deployment (from prefect.yaml); each worker takes
 one group (`--limit 1`), generates it with its own real engine and stages to S3; the parent
-ingests once. Every shard is generated exactly once, both workers work, DuckDB is complete."""
+ingests once. Every shard is generated exactly once, both workers work, DuckDB is complete, and
+the parent's live progress counts both groups' shards."""
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -74,7 +76,7 @@ def shards_staged(task_runs) -> collections.Counter:
 def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers, s3_env, make_bucket,
                                                                      prefect_api, tmp_path):
     from prefect import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterName
 
     from flows.fanout import speculative_generation_fanout
 
@@ -87,7 +89,7 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
         shard_deployment="speculative-generation-shards/cpu-shards", run_name="fanout-1",
         # Speculation plays no part in how shards are shared out; `none` spares both workers
         # the specdec engine's start-up calibration.
-        options={"max_tokens": 4, "batch_size": 4, "kv_cache_gib": 1.0, "method": "none"})
+        max_tokens=4, batch_size=4, kv_cache_gib=1.0, method="none")
     groups = result["groups"]
     assert sorted(s for g in groups for s in g) == [f"part-{i:03d}.parquet" for i in range(NUM_SHARDS)]
     assert [len(g) for g in groups] == [4, 4]
@@ -106,8 +108,18 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
         assert len({workers[s] for s in group}) == 1
 
     with get_client(sync_client=True) as client:
+        live = {a.key: a for a in client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["progress-fanout-1", "live-shards-fanout-1"])))}
         children = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="fanout-1-group-")))
     assert len(children) == 2 and all(fr.state.is_completed() for fr in children)
+    # the parent's live progress is its groups' summed (each group publishes its own on its run)
+    assert live["progress-fanout-1"].data == 100.0
+    assert live["progress-fanout-1"].description.startswith(f"{NUM_SHARDS} of {NUM_SHARDS} shards done (0 failed")
+    totals, *recent = json.loads(live["live-shards-fanout-1"].data)
+    assert (totals["shard"], totals["prompts"]) == (f"{NUM_SHARDS} of {NUM_SHARDS}", NUM_SHARDS)
+    assert sorted(r["shard"] for r in recent) == [f"part-{i:03d}.parquet" for i in range(NUM_SHARDS)]
+    assert {r["worker"].split(":")[0] for r in recent} == {"worker-a", "worker-b"}
+    assert totals["output tokens"] == query(db, "SELECT sum(num_output_tokens) FROM request_stats")[0][0]
     child_ids = [fr.id for fr in children]
     # The workers' processes ship task runs (as events) and logs on their own time: wait for them.
     every_shard_once = {f"part-{i:03d}.parquet": 1 for i in range(NUM_SHARDS)}
