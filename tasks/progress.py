@@ -146,11 +146,15 @@ class LiveProgress:
         self._thread.start()
 
     def shard_done(self, manifest: ShardManifest, status: str) -> None:
-        """A shard committed (`status`: generated | skipped | failed); returns at once."""
-        with self._lock:
-            self.tally.add(manifest, status)
-            self.recent.appendleft(shard_row(manifest, status))
-        self._wake.set()
+        """A shard committed (`status`: generated | skipped | failed); returns at once, never raises."""
+        try:
+            row = shard_row(manifest, status)
+            with self._lock:
+                self.tally.add(manifest, status)
+                self.recent.appendleft(row)
+            self._wake.set()
+        except Exception as exc:  # never the shard's failure: it is committed already
+            self._logger.warning("live progress: could not count shard %s (%s)", manifest.shard_id, exc)
 
     def replace(self, tally: Tally, recent: list[dict[str, Any]]) -> None:
         """Set the whole state (the fan-out parent, from its groups' tables)."""
