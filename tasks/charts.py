@@ -169,10 +169,18 @@ def chart_lines(written: Sequence[tuple[DrawnChart, Path | None]]) -> list[str]:
 
 
 def charts_markdown(db: str | Path, run_id: str) -> str:
-    """The run's charts as markdown with the PNGs embedded as data URIs (the Prefect UI's
-    markdown renderer shows them as images; the artifact stores text only)."""
+    """The run's charts as markdown with the PNGs embedded as data URIs: both Prefect UIs
+    render them as images (the V2 UI lets `data:image/` through to <img src>), and an artifact
+    stores text only. Without matplotlib, or while another process holds the file, a line
+    says why instead: the summary must not fail a run that completed."""
+    import duckdb
+
+    try:
+        drawn_charts = draw_charts(db, run_id)
+    except (ImportError, duckdb.Error) as exc:
+        return f"Charts not drawn ({type(exc).__name__}: {exc}); `specdec report --db {db} --run {run_id} --plots DIR` draws them."
     parts = ["## Charts"]
-    for drawn in draw_charts(db, run_id):
+    for drawn in drawn_charts:
         if drawn.png is None:
             parts.append(f"- {drawn.describe()}")
         else:

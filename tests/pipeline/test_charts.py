@@ -98,3 +98,21 @@ def test_the_run_summary_embeds_its_charts_as_png_data(results_db):
     images = [part.split("](data:image/png;base64,", 1) for part in markdown.split("\n\n") if part.startswith("![")]
     assert [title.removeprefix("![") for title, _ in images] == [c.title for c in CHARTS]
     assert all(base64.b64decode(data.rstrip(")")).startswith(PNG_MAGIC) for _, data in images)
+
+
+@pytest.mark.slow  # starts the session's Prefect server
+def test_a_flow_runs_summary_artifact_embeds_its_charts(tmp_path, prefect_api, echo_engine):
+    from prefect import get_client
+
+    from flows.generation import speculative_generation
+    from support.shards import write_shard
+
+    write_shard(tmp_path / "src/a.parquet", [{"id": f"a{i}", "prompt": f"prompt a {i}"} for i in range(4)])
+    run_id = speculative_generation(source=str(tmp_path / "src"), db=str(tmp_path / "r.duckdb"),
+                                    staging=str(tmp_path / "staging"), max_tokens=8, k_max=2)["run_id"]
+    with get_client(sync_client=True) as client:
+        (markdown,) = [a.data for a in client.read_artifacts() if a.key == f"summary-{run_id}"]
+    assert markdown.startswith(f"# Run `{run_id}`: completed") and "\n\n## Charts\n\n" in markdown
+    timeline = next(c for c in CHARTS if c.name == "run_timeline")
+    data = markdown.split(f"![{timeline.title}](data:image/png;base64,", 1)[1].split(")", 1)[0]
+    assert base64.b64decode(data).startswith(PNG_MAGIC)
