@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import io
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -34,7 +36,7 @@ def _spread_in_time(staging: Staging, run_id: str, shard_ids: list[str], step_s:
 
 @pytest.fixture
 def results_db(tmp_path):
-    db, staging = tmp_path / "results.duckdb", Staging(str(tmp_path / "staging"))
+    db, staging = tmp_path / "specdec.duckdb", Staging(str(tmp_path / "staging"))
     for run_id, (method, kind, rate) in RUNS.items():
         shards = {f"{kind}-{i}.parquet": 8 for i in range(3)}
         stage_run(staging, run_id, shards, method=method, fingerprint=kind, engine_s_per_token=rate)
@@ -91,6 +93,18 @@ def test_a_chart_without_rows_is_named_not_drawn(results_db, tmp_path, capfd):
     assert sorted(p.name for p in plots.iterdir()) == ["run_timeline.png", "speedup_vs_none.png"]
     drawn = {d.chart.name: d.png for d in draw_charts(results_db, "demo-chat-none")}
     assert drawn["k_usage"] is None and drawn["speedup_vs_none"].startswith(PNG_MAGIC)
+
+
+def test_the_demo_ends_with_its_charts_under_its_output_folder(results_db):
+    from flows import demo
+    from specdec.console import Console
+
+    terminal = io.StringIO()
+    demo._final_tables(Console(terminal, io.StringIO()), results_db.parent, time.perf_counter())
+    for chart in CHARTS:
+        path = results_db.parent / "plots" / f"{chart.name}.png"
+        assert f"demo: wrote {path}: {chart.title}" in terminal.getvalue()
+        assert path.read_bytes().startswith(PNG_MAGIC)
 
 
 def test_the_run_summary_embeds_its_charts_as_png_data(results_db):
