@@ -71,7 +71,11 @@ def main(args: argparse.Namespace) -> int:
             if args.plots:
                 from tasks.charts import chart_lines, write_charts
 
-                print("\n".join(chart_lines(write_charts(args.db, Path(args.plots), args.run))))
+                try:
+                    written = write_charts(args.db, Path(args.plots), args.run)
+                except ModuleNotFoundError as exc:  # matplotlib, part of the pipeline's extra
+                    raise PipelineMissing(str(exc)) from exc
+                print("\n".join(chart_lines(written)))
             return 0
         if args.command == "sql":
             from tasks.report import run_sql

@@ -82,10 +82,15 @@ def _draw_k_usage(fig: Any, rows: list[Row]) -> None:
     _legend(ax, len(runs))
 
 
+# v_method_comparison's speedup_basis: what the speed-up divides the output tokens by
+SPEEDUP_BASIS = {"engine_s": "engine-second", "generate_s": "shard generate-second"}
+
+
 def _draw_speedup(fig: Any, rows: list[Row]) -> None:
     ax = fig.subplots()
     ys = range(len(rows))
-    engine = ax.barh([y + 0.2 for y in ys], [r["speedup"] for r in rows], 0.4, label="speed-up (tokens per engine-s)")
+    bases = " or ".join(sorted({SPEEDUP_BASIS[r["speedup_basis"]] for r in rows}))
+    engine = ax.barh([y + 0.2 for y in ys], [r["speedup"] for r in rows], 0.4, label=f"speed-up (tokens per {bases})")
     wall = ax.barh([y - 0.2 for y in ys], [r["run_speedup"] or 0 for r in rows], 0.4,
                    label="run speed-up (wall-clock tokens/s)")
     ax.bar_label(engine, fmt="%.2fx", padding=2, fontsize="small")
