@@ -3,7 +3,8 @@
 
 - `specdec run`: the speculative-generation flow from the command line (options derived from
   FlowParams). Without PREFECT_API_URL, Prefect runs it against its embedded server.
-- `specdec report` / `specdec sql`: read-only views of the results database.
+- `specdec report` / `specdec sql`: read-only views of the results database (`--plots`: as
+  PNG charts, tasks/charts.py).
 - `specdec store-bench`: add `specdec bench --json` records to a DuckDB file.
 - `specdec demo`: the demo (flows.demo): every run in this one process, on one engine.
 
@@ -34,6 +35,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("report", help="print the main analysis views of a results database")
     rep.add_argument("--db", required=True)
     rep.add_argument("--run", default=None, help="only this run id")
+    rep.add_argument("--plots", default=None, metavar="DIR",
+                     help="also write PNG charts of the views here (acceptance by position, K, speed-up, timeline)")
 
     sql = sub.add_parser("sql", help="run a read-only SQL query on a results database")
     sql.add_argument("--db", required=True)
@@ -65,6 +68,14 @@ def main(args: argparse.Namespace) -> int:
             from tasks.report import report
 
             print(report(args.db, args.run))
+            if args.plots:
+                from tasks.charts import chart_lines, write_charts
+
+                try:
+                    written = write_charts(args.db, Path(args.plots), args.run)
+                except ModuleNotFoundError as exc:  # matplotlib, part of the pipeline's extra
+                    raise PipelineMissing(str(exc)) from exc
+                print("\n".join(chart_lines(written)))
             return 0
         if args.command == "sql":
             from tasks.report import run_sql

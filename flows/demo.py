@@ -4,8 +4,9 @@ One process runs every flow run of the demo, so Prefect's embedded server starts
 one specdec engine serves them all: for each shard kind (code-editing prompts, whose answers
 restate the prompt; chat turns, which give little to draft from) a run with speculation, then
 the same shards with `--method none` on the same engine with drafting switched off
-(specdec.engine_cache). The terminal gets one line per run and the final table; vLLM's and
-Prefect's logs go to a file under the output folder (`--verbose` shows them instead).
+(specdec.engine_cache). The terminal gets one line per run, the final table and the PNG charts
+written under the output folder's plots/ (tasks/charts.py); vLLM's and Prefect's logs go to a
+file under the output folder (`--verbose` shows them instead).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ RUN_PREFIX = "demo"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="out/demo", help="folder for prompts, staging, results and the log")
+    parser.add_argument("--out", default="out/demo", help="folder for prompts, staging, results, charts and the log")
     parser.add_argument("--prompts-per-shard", type=int, default=16,
                         help="prompts in each shard (two code-edit shards, one chat shard)")
     parser.add_argument("--code-max-tokens", type=int, default=192,
@@ -99,6 +100,7 @@ def _fresh_results(out: Path) -> None:
     """The demo's runs have fixed names: earlier results would make them resume, not run."""
     (out / "specdec.duckdb").unlink(missing_ok=True)
     shutil.rmtree(out / "staging", ignore_errors=True)
+    shutil.rmtree(out / "plots", ignore_errors=True)
 
 
 def _run(term: Console, out: Path, kind: str, method: str, args: argparse.Namespace) -> None:
@@ -122,6 +124,7 @@ def _run_line(out: Path, run_name: str, method: str) -> str:
 
 
 def _final_tables(term: Console, out: Path, started: float) -> None:
+    from tasks.charts import chart_lines, write_charts
     from tasks.report import render_table
 
     columns, rows = _query(out, "demo_speedup_by_kind", [RUN_PREFIX])
@@ -130,6 +133,9 @@ def _final_tables(term: Console, out: Path, started: float) -> None:
     term.line(render_table(columns, rows))
     term.line("speedup: tokens per engine-second; run_speedup: the runs' wall-clock tokens/s (Prefect's work included)")
     db = out / "specdec.duckdb"
+    term.line()
+    for line in chart_lines(write_charts(db, out / "plots")):
+        term.line(f"demo: {line}")
     term.line(f"demo: {time.perf_counter() - started:.0f} s wall; results in {db} (more: specdec report --db {db})")
 
 

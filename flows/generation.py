@@ -60,6 +60,6 @@ def finish_run(run: RunContext) -> None:
             f"run {run.run_id}: could not record the run's end in staging {run.params.staging} or "
             f"DuckDB after retries ({type(exc).__name__}: {exc}); shard failures: "
             + ("; ".join(run.failures) or "none") + ". Re-run to resume.") from exc
-    publish_run_artifacts(run.run_id, m, run.outcomes)
+    publish_run_artifacts(run.run_id, m, run.outcomes, run.params.db)
     if run.failures:
         raise RuntimeError(f"run {run.run_id}: {len(run.failures)} shard(s) failed: " + "; ".join(run.failures))

@@ -7,6 +7,7 @@ import re
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from specdec.stats import RunStats
+from tasks.charts import charts_markdown
 from tasks.staging import RunManifest, ShardManifest
 
 
@@ -49,8 +50,10 @@ def summary_markdown(run: RunManifest, outcomes: list[ShardManifest]) -> str:
     return "\n".join(lines)
 
 
-def publish_run_artifacts(run_id: str, run: RunManifest, outcomes: list[ShardManifest]) -> None:
+def publish_run_artifacts(run_id: str, run: RunManifest, outcomes: list[ShardManifest], db: str | None = None) -> None:
+    """The shard table and the summary, with the run's charts from `db` (ingested) below it."""
     create_table_artifact(table=shard_rows(outcomes), key=_key(run_id, "shards"),
                           description=f"Per-shard acceptance and throughput of run {run_id}")
-    create_markdown_artifact(markdown=summary_markdown(run, outcomes), key=_key(run_id, "summary"),
+    charts = f"\n\n{charts_markdown(db, run_id)}" if db else ""
+    create_markdown_artifact(markdown=summary_markdown(run, outcomes) + charts, key=_key(run_id, "summary"),
                              description=f"Summary of run {run_id}")

@@ -1,7 +1,7 @@
 """specdec as a built wheel, away from the checkout: the wheel carries the SQL files
-(package `tasks.sql`, mapped from the top-level sql/ folder) and `specdec run` works from a
-fresh virtual environment in a folder outside the repo. (The package list itself:
-tests/unit/test_packaging.py.)"""
+(package `tasks.sql`, mapped from the top-level sql/ folder), its build and the editable
+build warn of none of our packages, and `specdec run` works from a fresh virtual environment
+in a folder outside the repo. (The package list itself: tests/unit/test_packaging.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -39,18 +40,57 @@ def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+# What setuptools prints when the package configuration leaves out a folder it would import.
+PACKAGE_WARNING = "absent from the `packages` configuration"
+
+
+def _build_wheel(tmp_path: Path) -> tuple[Path, str]:
+    """The wheel built from a copy of the sources, and the build's output."""
+    src, dist = tmp_path / "src", tmp_path / "dist"
+    shutil.copytree(REPO, src, ignore=_ignore)
+    done = _run([*PIP, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), str(src)])
+    (wheel,) = dist.glob("specdec-*.whl")
+    return wheel, done.stdout + done.stderr
+
+
+def _sql_files() -> list[str]:
+    return sorted(p.relative_to(REPO / "sql").as_posix() for p in (REPO / "sql").rglob("*.sql"))
+
+
+def test_wheel_carries_every_sql_file_and_builds_without_package_warnings(tmp_path):
+    wheel, output = _build_wheel(tmp_path)
+    assert PACKAGE_WARNING not in output and "Warning" not in output, output[-3000:]
+    names = zipfile.ZipFile(wheel).namelist()
+    assert sorted(n.removeprefix("tasks/sql/") for n in names if n.startswith("tasks/sql/") and n.endswith(".sql")) \
+        == _sql_files()
+    assert "tasks/sql/__init__.py" in names
+
+
+def test_editable_build_maps_the_sql_package_without_package_warnings(tmp_path):
+    """The editable build (`make setup`'s `pip install -e .`) through setuptools' own hook:
+    no warning about our packages, and `tasks.sql` resolves to the checkout's sql/."""
+    src, dist = tmp_path / "src", tmp_path / "dist"
+    shutil.copytree(REPO, src, ignore=_ignore)
+    done = _run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_editable({str(dist)!r})"],
+                cwd=src)
+    assert PACKAGE_WARNING not in done.stdout + done.stderr, done.stderr[-3000:]
+    (wheel,) = dist.glob("specdec-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        (finder,) = [n for n in zf.namelist() if n.endswith("_finder.py")]
+        mapping = zf.read(finder).decode()
+    assert f"'tasks.sql': '{src / 'sql'}'" in mapping, mapping[:2000]
+
+
 def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
     """Build the wheel from a copy of the sources, install it alone into a new virtual
     environment, then let that environment see .venv's other packages through a .pth file."""
-    src, dist, venv = tmp_path / "src", tmp_path / "dist", tmp_path / "venv"
-    shutil.copytree(REPO, src, ignore=_ignore)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), str(src)])
-    (wheel,) = dist.glob("specdec-*.whl")
+    venv = tmp_path / "venv"
+    wheel, _ = _build_wheel(tmp_path)
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
     # Installed before the .pth exists, so pip sees no other specdec (.venv's editable one).
-    _run([*pip, "--python", str(python), "install", "--no-deps", "--no-index", "--ignore-installed", str(wheel)])
+    _run([*PIP, "--python", str(python), "install", "--no-deps", "--no-index", "--ignore-installed", str(wheel)])
     purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
     # Plain path lines: .venv's own .pth files (its editable specdec finder) are not run.
     ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
@@ -85,8 +125,7 @@ def test_wheel_runs_the_pipeline_outside_the_checkout(tmp_path, default_model_di
     for path in json.loads(where.stdout):
         assert Path(path).resolve().is_relative_to(root), f"{path} is not from the wheel in {root}"
     sql_dir = Path(json.loads(where.stdout)[3])
-    assert sorted(p.relative_to(sql_dir) for p in sql_dir.rglob("*.sql")) == \
-        sorted(p.relative_to(REPO / "sql") for p in (REPO / "sql").rglob("*.sql"))
+    assert sorted(p.relative_to(sql_dir).as_posix() for p in sql_dir.rglob("*.sql")) == _sql_files()
 
     source, db, staging = work / "shards", work / "results.duckdb", work / "staging"
     source.mkdir()

@@ -104,7 +104,7 @@ def test_parse_ks():
     assert compare.parse_ks("3,1") == [1, 3]
 
 
-def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, capsys):
+def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, capfd):
     main = specdec_main(monkeypatch)
     monkeypatch.setattr(compare, "_reference", lambda requests, tokenizer, engine_cfg, params, epochs, row_samples=(): [synthetic(6)])
     cost_file = tmp_path / "slow-gpu.json"
@@ -114,7 +114,7 @@ def test_bench_command_projects_writes_json_and_the_plot(tmp_path, monkeypatch, 
             "--methods", "oracle,specdec", "--cost", "h100-llama3-8b", "--cost", str(cost_file),
             "--json", str(out), "--plots", str(tmp_path / "plots")]
     assert main(argv) == 0
-    printed = capsys.readouterr().out
+    printed = capfd.readouterr().out
     assert "batch 8 skipped: only 6 prompts" in printed
     assert "projected on h100-llama3-8b" in printed and "projected on slow-gpu" in printed
     rows = json.loads(out.read_text())

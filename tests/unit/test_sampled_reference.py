@@ -160,7 +160,7 @@ def test_real_engine_rounds_generate_earlier_epochs_after_the_cold_start_and_tim
     assert "epochs 1-1 generated before the clock" in records[1].started_from
 
 
-def test_bench_options_reach_the_reference_and_the_records(tmp_path, monkeypatch, capsys):
+def test_bench_options_reach_the_reference_and_the_records(tmp_path, monkeypatch, capfd):
     main = specdec_main(monkeypatch)
     asked = {}
 
@@ -183,11 +183,11 @@ def test_bench_options_reach_the_reference_and_the_records(tmp_path, monkeypatch
     rows = json.loads(out.read_text())
     assert {r["method"] for r in rows} == {"none", "specdec"} and {r["cost_model"] for r in rows} == {"h100-llama3-8b"}
     assert all(r["epoch"] == 2 for r in rows)
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(argv[:-2] + ["--epochs", "0"]) == 2
-    assert "--epochs must be at least 1" in capsys.readouterr().err
+    assert "--epochs must be at least 1" in capfd.readouterr().err
     assert main(["bench", "--engine", "replay", "--input", "humaneval", "--limit", "2", "--samples", "2"]) == 2
-    assert "temperature" in capsys.readouterr().err  # greedy samples would all be the same
+    assert "temperature" in capfd.readouterr().err  # greedy samples would all be the same
 
 
 def test_a_rows_own_samples_win_over_the_workloads():
@@ -203,7 +203,7 @@ def test_a_rows_own_samples_win_over_the_workloads():
         Path("m"), epoch_requests(ROWS, WORKLOAD, 1), LOOKAHEAD, WORKLOAD)
 
 
-def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeypatch, capsys):
+def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeypatch, capfd):
     from support.shards import write_shard
 
     main = specdec_main(monkeypatch)
@@ -228,10 +228,10 @@ def test_bench_reads_a_parquet_samples_column_as_generate_does(tmp_path, monkeyp
     assert json.loads((tmp_path / "b.json").read_text())[0]["num_requests"] == 3 + 2 + 2
     assert asked["workload"].sampled
     # greedy: a row asking for several samples is left out, named, as generate rejects it
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(argv) == 0
     assert asked["rows"] == ["run", "other"] and not asked["workload"].sampled
-    assert "row 0 (id='own'): samples=3 with temperature=0" in capsys.readouterr().out
+    assert "row 0 (id='own'): samples=3 with temperature=0" in capfd.readouterr().out
 
 
 def test_plots_name_the_workload():
