@@ -38,7 +38,10 @@ pip=("$VENV/bin/python" -m pip install --disable-pip-version-check)
 # constrains the isolated build environments below, so no package comes in two versions.
 pip+=(--build-constraint "$lock")
 "${pip[@]}" --no-deps -r "$lock"
-"${pip[@]}" --no-deps -e .
+# setuptools notes, for every editable install mapping a folder under another package name
+# (sql/ as tasks.sql), that such a mapping may need its finder: ours is tested
+# (tests/pipeline/test_wheel_install.py), so the ten-line notice is left out.
+PYTHONWARNINGS="ignore:Editable installation" "${pip[@]}" --no-deps -e .
 
 # vLLM's `suffix` method needs arctic-inference's suffix tree: packaging/suffix_tree builds it
 # from the hash-pinned sdist (never committed here), downloaded with the venv's pip (preparing
