@@ -6,7 +6,6 @@ namespace specdec {
 void PromptHistory::add(uint64_t digest, std::vector<int32_t> tokens, bool loaded) {
   uint64_t serial = first_serial_ + fifo_.size();
   tokens_ += tokens.size();
-  ++num_alive_;
   fifo_.push_back(Entry{Completion{digest, std::move(tokens), loaded}, true});
   by_prompt_[digest].push_back(serial);
   for (auto it = by_prompt_.find(digest); it != by_prompt_.end() && it->second.size() > per_prompt_;
@@ -24,7 +23,6 @@ void PromptHistory::kill(uint64_t serial) {
   Entry& e = fifo_[serial - first_serial_];
   e.alive = false;
   tokens_ -= e.c.tokens.size();
-  --num_alive_;
   auto it = by_prompt_.find(e.c.digest);
   it->second.pop_front();
   if (it->second.empty()) by_prompt_.erase(it);

@@ -57,9 +57,7 @@ class PromptHistory {
       if (e.c.loaded) f(e.c.tokens);
     }
   }
-  size_t num_completions() const { return num_alive_; }
   uint64_t num_tokens() const { return tokens_; }
-  size_t num_prompts() const { return by_prompt_.size(); }
   size_t memory_bytes() const;
 
  private:
@@ -79,7 +77,6 @@ class PromptHistory {
   uint64_t first_serial_ = 0;  // serial of fifo_.front()
   std::unordered_map<uint64_t, std::deque<uint64_t>> by_prompt_;  // live serials, oldest first
   uint64_t tokens_ = 0;
-  size_t num_alive_ = 0;
 };
 
 // One prompt's group: its history completions (slots first) and its requests.
@@ -117,10 +114,6 @@ class PromptGroups {
     return total;
   }
   size_t memory_bytes() const;
-  const PromptGroup* find(uint64_t digest) const {
-    auto it = by_digest_.find(digest);
-    return it == by_digest_.end() ? nullptr : &*it->second;
-  }
   std::vector<uint64_t> digests() const {  // least recently active first
     std::vector<uint64_t> out;
     for (const PromptGroup& g : order_) out.push_back(g.digest);

@@ -61,9 +61,9 @@ class SuffixCache {
   // sequences, oldest first, while more than max_tokens are cached (the newest stays).
   void insert(const std::string& id, const int32_t* tokens, size_t n);
   bool remove(const std::string& id);
-  // Drafts up to k tokens after the longest cached suffix of context[0..n) (see the Python
+  // Drafts up to max_draft_tokens tokens after the longest cached suffix of context[0..n) (see the Python
   // reference's speculate for the rules and a worked example).
-  CacheDraft speculate(const int32_t* context, size_t n, int k, double min_prob);
+  CacheDraft speculate(const int32_t* context, size_t n, int max_draft_tokens, double min_prob);
 
   bool contains(const std::string& id) const { return live_.count(id) != 0; }
   size_t num_sequences() const { return live_.size(); }
