@@ -86,8 +86,8 @@ class SpecdecVllmProposer:
         # Free rows while nothing more will join: the run's tail, where the budget may draft up
         # to the engine's K instead of k_max (SpecConfig.k_ceiling).
         tail = self.stream_ending and len(sampled_token_ids) < self.max_num_seqs
-        drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec,
-                                                token_ids_cpu, self.timer.model if budget else None, self.forced_draft_tokens,
+        drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec, token_ids_cpu,
+                                                self.timer.model if budget else None, self.forced_draft_tokens,
                                                 timed=budget, num_prompt_tokens=prompt_lens, tail=tail)
         if sample is not None:
             self.timer.add(sample)
@@ -96,12 +96,14 @@ class SpecdecVllmProposer:
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of every structure that grows with requests. The controller's
         per-request ones hold at most one batch (the last batch of a generate call stays until
-        the next call's first step, or until the cache is saved); the others stay within their
-        own bounds."""
+        the next call's first step, or until the cache is saved), except the finished requests'
+        source counts: those stay until the driver takes them (bound None); the others stay
+        within their own bounds."""
         sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
         if self.controller is not None:
             for name, (size, bound) in self.controller.state_sizes().items():
-                sizes[name] = (size, self.max_num_seqs if bound is None else bound)
+                per_batch = bound is None and name != "finished_counts"
+                sizes[name] = (size, self.max_num_seqs if per_batch else bound)
         return sizes
 
 

@@ -23,8 +23,8 @@ def seconds_for_tokens(cost: StepCostModel, num_seqs: int, num_tokens: np.ndarra
     """`cost.seconds` for many token counts: one array operation for a StepCost (its formula
     is element by element, the same arithmetic), a call per count for other models."""
     if isinstance(cost, StepCost):
-        return np.asarray(cost.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens),  # type: ignore[arg-type]
-                          dtype=np.float64)
+        seconds = cost.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)  # type: ignore[arg-type]
+        return np.asarray(seconds, dtype=np.float64)
     tokens, draft_kv = np.broadcast_arrays(num_tokens, num_draft_kv_tokens)
     return np.array([cost.seconds(num_seqs, int(n), num_kv_tokens, int(d)) for n, d in zip(tokens, draft_kv)])
 

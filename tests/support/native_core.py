@@ -99,10 +99,6 @@ class NativeSuffixCache:
         tokens, probs, match_len = self._cache.speculate(_int32(context), max_draft_tokens, min_prob)
         return CacheDraft(tokens, probs, match_len)
 
-    def memory_bytes(self) -> int:
-        """Bytes the cache has allocated (its own accounting)."""
-        return self._cache.memory_bytes()
-
     def dump(self) -> list[tuple[tuple[int, ...], int]]:
         """Every substring the cache counts, with its count (sorted; for tests)."""
         return [(tuple(path), count) for path, count in self._cache.dump()]
@@ -240,15 +236,6 @@ class NativeHybridProposer:
     def forget(self, req_id: str) -> None:
         self._last_confidence.pop(req_id, None)
         self._core.forget(req_id)
-
-    def table_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """The confidence table's (accepted, rejected) counts per bucket."""
-        accepted, rejected = self._core.table()
-        return np.asarray(accepted), np.asarray(rejected)
-
-    def memory_bytes(self) -> int:
-        """Bytes allocated by the cache and every active request's index."""
-        return self._core.memory_bytes()
 
     def take_source_counts(self, req_ids: Sequence[str]) -> dict[str, dict[str, tuple[int, int]]]:
         """Per request of `req_ids` with any: its (drafted tokens verified, accepted) per source

@@ -4,9 +4,12 @@ its oracle alike."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
+from specdec.engines import vllm_proposer
 from oracles.confidence import SOURCES
 from oracles.controller import DraftController as OracleController
 from specdec.config import SpecConfig
@@ -66,6 +69,28 @@ def test_a_request_finished_and_back_under_its_id_has_both_runs_counts(cache_pat
         ctl.step_tokens(["own"], [np.append(OWN, [4, 1, 7, 9])], [3])
         counts.append(ctl.take_source_counts(["own"]))
     assert counts[0] == counts[1] == {"own": {**NO_COUNTS, "own": (4, 2), "cache": (3, 3)}}
+
+
+def test_the_worker_rpc_takes_counts_by_request_as_the_proposer_counted_them():
+    """vLLM's proposer call with its own buffers: a row's counts are final in the step that
+    verified its last draft, so the driver takes them by id before the core retires it."""
+    engine = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=4),
+                             scheduler_config=SimpleNamespace(max_num_seqs=4))
+    worker = SimpleNamespace(model_runner=SimpleNamespace(drafter=None))
+    assert vllm_proposer.take_source_counts(worker, ["r"]) is None  # no specdec drafter here
+    proposer = worker.model_runner.drafter = vllm_proposer.SpecdecVllmProposer(engine)
+    assert vllm_proposer.take_source_counts(worker, ["r"]) == {}  # not bound yet
+    batch = SimpleNamespace(req_ids=["r"], num_prompt_tokens=np.array([2, 0, 0, 0]))
+    proposer.bind(batch, SpecConfig(method="specdec", k_max=4, budget=False))
+    tokens = np.zeros((4, 16), dtype=np.int64)
+    tokens[0, :12] = OWN + [4, 1, 7, 9, 9]
+    assert proposer.propose([[3]], np.array([7]), tokens) == [[4, 1, 2, 3]]
+    proposer.propose([[4, 1, 7]], np.array([10]), tokens)  # 2 of 4 accepted, then 7
+    assert vllm_proposer.take_source_counts(worker, ["r"]) == {"r": {**NO_COUNTS, "own": (4, 2)}}
+    assert vllm_proposer.take_source_counts(worker, ["r"]) == {}
+    batch.req_ids = []
+    proposer.propose([], np.zeros(4, dtype=np.int64), tokens)  # it left the batch: retired
+    assert vllm_proposer.state_sizes(worker)["finished_counts"] == (0, None)
 
 
 def test_the_sources_are_named_once_by_the_core():

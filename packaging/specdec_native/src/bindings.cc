@@ -1,7 +1,6 @@
 // Python bindings (nanobind): specdec_native._core.Drafter and SuffixCache; the module.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
-#include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -83,7 +82,8 @@ void propose_rows(PyDrafter& py, const std::vector<std::string>& ids, const std:
   int64_t stride = static_cast<int64_t>(py.out_tokens.shape(1));
   if (rows > py.out_lengths.shape(0)) throw std::invalid_argument("more rows than the bound outputs hold");
   for (size_t i = 0; i < rows; ++i)
-    if (max_draft_tokens[i] > stride) throw std::invalid_argument("max_draft_tokens larger than the bound outputs are wide");
+    if (max_draft_tokens[i] > stride)
+      throw std::invalid_argument("max_draft_tokens larger than the bound outputs are wide");
   propose_all(py.d, ids, [&](size_t i) { return buffer_row(py.tokens, buffer_rows[i], num_tokens[i], ids[i]); },
               [&](size_t i) { return max_draft_tokens[i]; }, prompt_lens, py.out_tokens.data(), py.out_conf.data(),
               py.out_lengths.data(), stride);
@@ -218,7 +218,6 @@ NB_MODULE(_core, m) {
       .def_prop_ro("num_nodes", &SuffixCache::num_nodes)
       .def_prop_ro("max_tokens", &SuffixCache::max_tokens)
       .def_prop_ro("max_depth", &SuffixCache::max_depth)
-      .def("memory_bytes", &SuffixCache::memory_bytes)
       .def("sequences", &sequences)
       .def("dump", &SuffixCache::dump)
       .def("check_invariants", &SuffixCache::check_invariants);
@@ -245,11 +244,11 @@ NB_MODULE(_core, m) {
       .def("propose_batch", &propose_batch, "ids"_a, "tokens"_a, "max_draft_tokens"_a, "prompt_lens"_a)
       .def("bind_tokens", [](PyDrafter& py, AnyMat t) { py.tokens = t; }, "token_ids"_a)
       .def("bind_outputs", &bind_outputs, "tokens"_a, "lengths"_a, "confidence"_a)
-      .def("propose_rows", &propose_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "max_draft_tokens"_a, "prompt_lens"_a)
+      .def("propose_rows", &propose_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "max_draft_tokens"_a,
+           "prompt_lens"_a)
       .def("feedback_rows", &feedback_rows, "ids"_a, "num_drafted"_a, "num_accepted"_a)
       .def("forget", [](PyDrafter& py, const std::string& id) { py.d.forget(id); })
       .def("best_confidence", [](PyDrafter& py) { return py.d.best_confidence(); })
-      .def("table", [](PyDrafter& py) { return nb::make_tuple(py.d.table().accepted(), py.d.table().rejected()); })
       .def("set_table", [](PyDrafter& py, const std::vector<double>& acc, const std::vector<double>& rej) {
              auto& table = py.d.table();
              if (acc.size() != table.accepted().size() || rej.size() != acc.size())
@@ -259,7 +258,6 @@ NB_MODULE(_core, m) {
            })
       .def_prop_ro("cache", [](PyDrafter& py) -> SuffixCache& { return py.d.cache(); }, nb::rv_policy::reference_internal)
       .def_prop_ro("num_requests", [](PyDrafter& py) { return py.d.num_requests(); })
-      .def("memory_bytes", [](PyDrafter& py) { return py.d.memory_bytes(); })
       .def("history", [](PyDrafter& py) { return history_arrays(py.d); })
       .def("load_history", [](PyDrafter& py, const U64Vec& digests, const I64CVec& lengths, const I32Vec& tokens) {
              load_history(py.d, digests, lengths, tokens);
@@ -278,18 +276,20 @@ NB_MODULE(_core, m) {
       .def_prop_ro("num_live_rebuilds", [](PyDrafter& py) { return py.d.num_live_rebuilds(); })
       .def_prop_ro("history_tokens", [](PyDrafter& py) { return py.d.history().num_tokens(); });
   nb::class_<MultiIndex>(m, "MultiIndex")
-      .def(nb::init<int>(), "n_max"_a)
+      .def(nb::init<int>(), "lookup_max"_a)
       .def("add", [](MultiIndex& x, const I32Vec& t) { return x.add(t.data(), t.shape(0)); }, "tokens"_a)
       .def("extend", [](MultiIndex& x, int32_t slot, const I32Vec& t) {
              if (slot < 0 || static_cast<size_t>(slot) >= x.num_slots()) throw std::invalid_argument("no such slot");
              x.extend(slot, t.data(), t.shape(0));
            }, "slot"_a, "tokens"_a)
-      .def("lookup", [](const MultiIndex& x, const I32Vec& context, int32_t exclude_slot, int n_min) -> nb::object {
+      .def("lookup", [](const MultiIndex& x, const I32Vec& context, int32_t exclude_slot,
+                        int lookup_min) -> nb::object {
              const int32_t* c = context.data();
-             specdec::MultiMatch got = x.lookup([c](size_t i) { return c[i]; }, context.shape(0), exclude_slot, n_min);
+             specdec::MultiMatch got =
+                 x.lookup([c](size_t i) { return c[i]; }, context.shape(0), exclude_slot, lookup_min);
              if (got.slot < 0) return nb::none();
              return nb::make_tuple(got.slot, got.end, got.len);
-           }, "context"_a, "exclude_slot"_a = -1, "n_min"_a = 1)
+           }, "context"_a, "exclude_slot"_a, "lookup_min"_a)
       .def("sequence", [](const MultiIndex& x, int32_t slot) { return x.tokens(slot); }, "slot"_a)
       .def("__len__", &MultiIndex::num_slots)
       .def_prop_ro("num_tokens", &MultiIndex::num_tokens)

@@ -185,13 +185,6 @@ void Drafter::draft(Request& r, int num_draft_tokens, int64_t* draft_out, double
   *len_out = static_cast<int64_t>(draft.size());
 }
 
-size_t Drafter::memory_bytes() const {
-  size_t total = cache_.memory_bytes() + history_.memory_bytes() + groups_.memory_bytes() + live_->memory_bytes();
-  for (const auto& [id, r] : requests_) total += r->index.memory_bytes() + id.capacity() + 96 + sizeof(SourceCounts);
-  for (const auto& [id, c] : finished_counts_) total += id.capacity() + sizeof(c) + 64;
-  return total;
-}
-
 // The continuation of the longest earlier match in the request's own text (+ `extra`).
 Candidate Drafter::own_candidate(const Request& r, const std::vector<int32_t>& extra, int num_draft_tokens,
                                  int& own_len) const {
@@ -201,7 +194,8 @@ Candidate Drafter::own_candidate(const Request& r, const std::vector<int32_t>& e
   if (own_len == 0) return own;
   const std::vector<int32_t>& toks = r.index.tokens();
   size_t total = toks.size() + extra.size();
-  for (size_t i = static_cast<size_t>(m.end) + 1; i < total && static_cast<int>(own.tokens.size()) < num_draft_tokens; ++i)
+  const size_t stop = std::min(total, static_cast<size_t>(m.end) + 1 + static_cast<size_t>(num_draft_tokens));
+  for (size_t i = static_cast<size_t>(m.end) + 1; i < stop; ++i)
     own.tokens.push_back(i < toks.size() ? toks[i] : extra[i - toks.size()]);
   own.buckets.assign(own.tokens.size(), static_cast<int8_t>(ConfidenceTable::own_bucket(own_len)));
   return own;

@@ -158,7 +158,6 @@ class Drafter {
     for (const auto& [id, r] : requests_) n += r->seen;
     return n;
   }
-  size_t memory_bytes() const;
 
  private:
   void join(Request& r, int64_t prompt_len);

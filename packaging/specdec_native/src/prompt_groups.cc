@@ -29,18 +29,12 @@ void PromptHistory::kill(uint64_t serial) {
   std::vector<int32_t>().swap(e.c.tokens);
 }
 
-size_t PromptHistory::memory_bytes() const {
-  size_t total = fifo_.size() * sizeof(Entry) + by_prompt_.size() * 64;
-  for (const Entry& e : fifo_) total += e.c.tokens.capacity() * sizeof(int32_t);
-  return total;
-}
-
 std::pair<PromptGroup*, int32_t> PromptGroups::join(uint64_t digest, const int32_t* member, size_t tail, size_t n,
                                                     const PromptHistory& history) {
   auto it = by_digest_.find(digest);
   std::list<PromptGroup>::iterator g;
   if (it == by_digest_.end()) {
-    order_.emplace_back(digest, n_max_);
+    order_.emplace_back(digest, lookup_max_);
     g = std::prev(order_.end());
     by_digest_.emplace(digest, g);
     history.for_each_loaded(digest, [&](const std::vector<int32_t>& c) {
@@ -72,10 +66,5 @@ void PromptGroups::evict() {
   }
 }
 
-size_t PromptGroups::memory_bytes() const {
-  size_t total = by_digest_.size() * 48;
-  for (const PromptGroup& g : order_) total += sizeof(PromptGroup) + g.index.memory_bytes() + g.from_history.capacity();
-  return total;
-}
 
 }  // namespace specdec

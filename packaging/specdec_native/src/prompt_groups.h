@@ -58,7 +58,6 @@ class PromptHistory {
     }
   }
   uint64_t num_tokens() const { return tokens_; }
-  size_t memory_bytes() const;
 
  private:
   struct Entry {
@@ -81,7 +80,7 @@ class PromptHistory {
 
 // One prompt's group: its history completions (slots first) and its requests.
 struct PromptGroup {
-  PromptGroup(uint64_t d, int n_max) : digest(d), index(n_max) {}
+  PromptGroup(uint64_t d, int lookup_max) : digest(d), index(lookup_max) {}
   uint64_t digest;
   MultiIndex index;
   std::vector<uint8_t> from_history;  // per slot
@@ -92,7 +91,7 @@ struct PromptGroup {
 // without a live member dropped, least recently active first).
 class PromptGroups {
  public:
-  PromptGroups(uint64_t max_tokens, int n_max) : max_tokens_(max_tokens), n_max_(n_max) {}
+  PromptGroups(uint64_t max_tokens, int lookup_max) : max_tokens_(max_tokens), lookup_max_(lookup_max) {}
 
   // The group of `digest`, made if needed (its history members: the history's loaded
   // completions, oldest first, each after the prompt tail member[0..tail)), moved to the end;
@@ -113,7 +112,6 @@ class PromptGroups {
     for (const PromptGroup& g : order_) total += g.num_live > 0 ? g.index.num_tokens() : 0;
     return total;
   }
-  size_t memory_bytes() const;
   std::vector<uint64_t> digests() const {  // least recently active first
     std::vector<uint64_t> out;
     for (const PromptGroup& g : order_) out.push_back(g.digest);
@@ -122,7 +120,7 @@ class PromptGroups {
 
  private:
   uint64_t max_tokens_;
-  int n_max_;
+  int lookup_max_;
   std::list<PromptGroup> order_;
   std::unordered_map<uint64_t, std::list<PromptGroup>::iterator> by_digest_;
   uint64_t tokens_ = 0;

@@ -71,7 +71,6 @@ class SuffixCache {
   uint64_t max_tokens() const { return max_tokens_; }
   int max_depth() const { return max_depth_; }
   uint32_t num_nodes() const { return nodes_.live(); }
-  size_t memory_bytes() const;
   // Live sequences, oldest first.
   std::vector<std::pair<std::string, std::vector<int32_t>>> sequences() const;
   // Every trie point (substring, count), for tests: see suffix_cache_check.cc.
