@@ -57,7 +57,6 @@ class CoreSettings:
 
 
 CORE = CoreSettings()
-SOURCES = ("own", "cache", "sibling", "history", "live")  # where a drafted token came from
 # vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
 log = logging.getLogger("vllm.specdec.controller")
 
@@ -76,15 +75,18 @@ class DraftController:
         self.settings = s = settings
         contents, self.cache_warning = load_cache_file(config.cache_file, tokenizer)
         core = load_core()
-        depth = contents.max_depth if contents else s.cache_max_depth
         # the compiled drafter (specdec_native.Drafter; tests read its tables)
-        self.drafter = core.Drafter(depth, config.cache_max_tokens, s.lookup_min, s.lookup_max, s.cache_min_prob,
-                                    s.min_cache_match, s.group_max_tokens, s.history_max_tokens,
-                                    s.history_per_prompt, s.live_slack_tokens)
+        self.drafter = core.Drafter(
+            cache_max_depth=contents.max_depth if contents else s.cache_max_depth,
+            cache_max_tokens=config.cache_max_tokens, lookup_min=s.lookup_min, lookup_max=s.lookup_max,
+            cache_min_prob=s.cache_min_prob, min_cache_match=s.min_cache_match, group_max_tokens=s.group_max_tokens,
+            history_max_tokens=s.history_max_tokens, history_per_prompt=s.history_per_prompt,
+            live_slack_tokens=s.live_slack_tokens)
         if contents:
             self.load_contents(contents)
-        self._core = core.Controller(self.drafter, config.k_max, config.k_ceiling, s.acceptance_decay,
-                                     s.prior_weight, s.max_token_gain, s.lookup_decay)
+        self._core = core.Controller(self.drafter, k_max=config.k_max, k_ceiling=config.k_ceiling,
+                                     acceptance_decay=s.acceptance_decay, prior_weight=s.prior_weight,
+                                     max_token_gain=s.max_token_gain, lookup_decay=s.lookup_decay)
         self._cost: StepCost | None = None  # the one the core holds
         self._engine_buffers: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
@@ -116,7 +118,7 @@ class DraftController:
         num_tokens: np.ndarray,
         token_ids: np.ndarray,
         cost: StepCost | None,
-        forced_k: int | None = None,
+        forced_draft_tokens: int | None = None,
         timed: bool = False,
         num_prompt_tokens: np.ndarray | None = None,
         tail: bool = False,
@@ -125,16 +127,17 @@ class DraftController:
         are the batch; row i holds token_ids[i, :num_tokens[i]] (vLLM's buffers, bound once),
         and a row whose sampled[i] is empty is still prefilling. Requests that left the batch
         are finished first. Returns every row's draft and, when `timed`, the clean step that
-        just ran (every row decoding, none new). `forced_k`: calibration, every decoding row
-        drafts its last token that many times. `num_prompt_tokens`: vLLM's
+        just ran (every row decoding, none new). `forced_draft_tokens`: calibration, every
+        decoding row drafts its last token that many times. `num_prompt_tokens`: vLLM's
         input_batch.num_prompt_tokens (by row, or None: unknown)."""
         if token_ids is not self._engine_buffers[0] or num_tokens is not self._engine_buffers[1]:
             self.drafter.bind_tokens(token_ids)
             self._core.bind_engine(num_tokens)
             self._engine_buffers = (token_ids, num_tokens)
         use_cost = cost is not None and (cost is self._cost or self._use_cost(cost))
-        drafts, shape = self._core.engine_step(req_ids, len(sampled), sampled, use_cost,
-                                               -1 if forced_k is None else forced_k, timed, num_prompt_tokens, tail)
+        forced = -1 if forced_draft_tokens is None else forced_draft_tokens
+        drafts, shape = self._core.engine_step(req_ids, len(sampled), sampled, use_cost, forced, timed,
+                                               num_prompt_tokens, tail)
         return drafts, None if shape is None else StepSample(*shape)
 
     def _use_cost(self, cost: StepCost | None) -> bool:
@@ -143,20 +146,9 @@ class DraftController:
         if cost is not self._cost:  # frozen: the same object means the same coefficients
             if not isinstance(cost, StepCost):
                 raise TypeError(f"the controller prices steps with a StepCost, not {type(cost).__name__}")
-            self._core.set_cost(cost.fixed_s, cost.per_seq_s, cost.per_token_s, cost.per_kv_token_s,
-                                cost.per_draft_kv_token_s)
+            self._core.set_cost(**dataclasses.asdict(cost))
             self._cost = cost
         return True
-
-    @property
-    def lookup_s(self) -> float:
-        """The drafter's thread CPU seconds per row looked up (a moving average): the budget
-        makes a lookup pay for its own time too."""
-        return self._core.lookup_s
-
-    def fix_lookup_time(self, seconds: float) -> None:
-        """Count every lookup as `seconds` long instead of timing it (tests)."""
-        self._core.fixed_lookup_s = seconds
 
     def finish(self, req_id: str) -> None:
         """The request left the batch: forget it (its tokens enter the cross-request cache,
@@ -170,15 +162,19 @@ class DraftController:
             self._core.finish(req_id)
         self._core.forget_step_rows()
 
-    def take_source_counts(self) -> dict[str, tuple[int, int]]:
-        """Per drafting source (SOURCES): (drafted tokens verified, accepted) since the last
-        call, then zeroed."""
-        return dict(zip(SOURCES, (tuple(c) for c in self.drafter.take_source_counts()), strict=True))
+    def take_source_counts(self, req_ids: Sequence[str]) -> dict[str, dict[str, tuple[int, int]]]:
+        """Per request of `req_ids` (running or finished) with any: its drafted tokens verified,
+        and accepted, per drafting source (DRAFT_SOURCES) since the last take, then zeroed (a
+        finished request's are then forgotten)."""
+        return self.drafter.take_source_counts(list(req_ids))
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of each structure; bound None: per request, empty between calls."""
+        """(size, bound) of each structure; bound None: per request, empty between calls.
+        `finished_counts` has no bound of its own: a finished request's source counts stay
+        until taken (take_source_counts)."""
         d, cache = self.drafter, self.drafter.cache
         return {"live_requests": (self._core.num_live, None), "step_drafts": (self._core.num_step_rows, None),
+                "finished_counts": (d.num_finished_counts, None),
                 "own_sequences": (d.num_requests, None), "shared_members": (d.num_members, None),
                 # each cached sequence holds a token; a token starts at most max_depth nodes
                 "cache_tokens": (cache.num_tokens, cache.max_tokens),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-ABI_VERSION = 6  # the specdec_native.ABI_VERSION this code was written against
+ABI_VERSION = 7  # the specdec_native.ABI_VERSION this code was written against
 INSTALL_HINT = "build it with `make setup` (scripts/install.sh installs packaging/specdec_native)"
 
 
@@ -25,3 +25,12 @@ def load_core() -> ModuleType:
             f"version {ABI_VERSION}: {INSTALL_HINT}"
         )
     return specdec_native
+
+
+def draft_sources() -> tuple[str, ...]:
+    """Where a drafted token can come from, in the compiled core's counter order; none without
+    the core (it alone drafts from them)."""
+    try:
+        return tuple(load_core().DRAFT_SOURCES)
+    except NativeDrafterMissing:
+        return ()

@@ -20,13 +20,16 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from specdec.native import draft_sources
+
 # Names that older workers and databases used for today's figures: old -> new.
 LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
 
-# Where specdec's drafted tokens came from (the drafter's evidence kinds): the request's own
-# text, the cross-request cache, its prompt's other samples, earlier runs' completions of its
-# prompt (the history in the cache file), and the text of any running request.
-DRAFT_SOURCES: tuple[str, ...] = ("own", "cache", "sibling", "history", "live")
+# Where specdec's drafted tokens came from (the drafter's evidence kinds, named by the compiled
+# core): the request's own text, the cross-request cache, its prompt's other samples, earlier
+# runs' completions of its prompt (the history in the cache file), and the text of any running
+# request.
+DRAFT_SOURCES: tuple[str, ...] = draft_sources()
 
 
 @dataclasses.dataclass
@@ -57,11 +60,11 @@ class RequestStats:
         return row
 
 
-def accepted_per_position(per_step_accepted: Sequence[int], k_max: int) -> list[int]:
-    """How many drafts had their token at position i accepted, i < k_max."""
-    counts = [0] * k_max
+def accepted_per_position(per_step_accepted: Sequence[int], k_ceiling: int) -> list[int]:
+    """How many drafts had their token at position i accepted, i < k_ceiling."""
+    counts = [0] * k_ceiling
     for accepted in per_step_accepted:
-        for pos in range(min(accepted, k_max)):
+        for pos in range(min(accepted, k_ceiling)):
             counts[pos] += 1
     return counts
 
@@ -70,7 +73,7 @@ def request_stats(
     num_output_tokens: int,
     per_step_drafted: Sequence[int],
     per_step_accepted: Sequence[int],
-    k_max: int,
+    k_ceiling: int,
     speculative: bool = True,
 ) -> RequestStats:
     """Per-request figures from the verified drafts, as the engine records them (vLLM's
@@ -86,7 +89,7 @@ def request_stats(
     num_fallback = 0
     if speculative:
         num_fallback = max(num_steps - 1 - len(per_step_drafted), 0)
-        k_histogram = [num_fallback] + [0] * k_max
+        k_histogram = [num_fallback] + [0] * k_ceiling
         for drafted in per_step_drafted:
             k_histogram[drafted] += 1
     return RequestStats(
@@ -95,7 +98,7 @@ def request_stats(
         num_drafts=len(per_step_drafted),
         num_draft_tokens=int(sum(per_step_drafted)),
         num_accepted_tokens=num_accepted,
-        accepted_per_pos=accepted_per_position(per_step_accepted, k_max),
+        accepted_per_pos=accepted_per_position(per_step_accepted, k_ceiling),
         k_histogram=k_histogram,
         num_fallback_steps=num_fallback,
     )
@@ -125,7 +128,7 @@ class Totals:
     accepted_per_pos: list[int] = dataclasses.field(default_factory=list)
     k_histogram: list[int] = dataclasses.field(default_factory=list)
     # Per DRAFT_SOURCES entry: drafted tokens verified, and accepted, from that source
-    # (specdec only; the drafter counts them per generate call, not per request).
+    # (specdec only; the drafter counts them per request).
     drafted_by_source: list[int] = dataclasses.field(default_factory=list)
     accepted_by_source: list[int] = dataclasses.field(default_factory=list)
     engine_s: float = 0.0  # engine seconds attributed to the requests (0.0: not attributed)
@@ -156,7 +159,7 @@ class Totals:
             self.accepted_by_source = _add_lists(self.accepted_by_source, other.accepted_by_source)
 
     def add_source_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
-        """Add the drafter's per-source (drafted, accepted) counts of a generate call."""
+        """Add per-source (drafted, accepted) counts, as the drafter takes them for a request."""
         if not counts:
             return
         unknown = set(counts) - set(DRAFT_SOURCES)

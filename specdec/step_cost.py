@@ -83,11 +83,6 @@ class StepCost:
         return (self.fixed_s + self.per_seq_s * num_seqs + self.per_token_s * num_tokens
                 + self.per_kv_token_s * num_kv_tokens + self.per_draft_kv_token_s * num_draft_kv_tokens)
 
-    def seconds_for_tokens(self, num_seqs: int, num_tokens: np.ndarray, num_kv_tokens: int,
-                           num_draft_kv_tokens: np.ndarray | int = 0) -> np.ndarray:
-        """`seconds` for many token counts at once: its formula is element by element."""
-        return self.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)  # type: ignore[arg-type]
-
 
 def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:
     """Least-squares fit of `StepCost` to relative errors (coefficients kept non-negative), or None.

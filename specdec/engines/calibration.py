@@ -57,14 +57,14 @@ def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_bin
 
 def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[tuple[int, int, int]]:
     """(batch size, forced draft length, prompt tokens) of each calibration generation."""
-    runs = [(size, k, PROMPT_TOKENS) for size in (1, 4, 16) if size <= max_num_seqs for k in (0, k_max)]
+    runs = [(size, forced, PROMPT_TOKENS) for size in (1, 4, 16) if size <= max_num_seqs for forced in (0, k_max)]
     if max_num_seqs > 16:
         runs.append((max_num_seqs, 0, PROMPT_TOKENS))
     long_prompt = min(LONG_PROMPT_TOKENS, max_model_len - STEPS * (k_max + 1) - 1)
     if long_prompt > 4 * PROMPT_TOKENS:
         runs += [(1, 0, long_prompt), (1, k_max, long_prompt)]
         if max_num_seqs >= LONG_BATCH:
-            runs += [(LONG_BATCH, k, long_prompt) for k in sorted({0, min(FEW_DRAFTS, k_max), k_max})]
+            runs += [(LONG_BATCH, forced, long_prompt) for forced in sorted({0, min(FEW_DRAFTS, k_max), k_max})]
     return runs
 
 
@@ -123,12 +123,12 @@ def _measure(llm: Any, engine: EngineConfig, k_max: int,
     llm.collective_rpc(vllm_proposer.load_calibration, args=([],))  # a fresh set, not added to an older one
     samples: list[list[dict[str, float]]] = [[]]
     prefills = []
-    for size, forced_k, prompt_tokens in runs:
+    for size, forced_draft_tokens, prompt_tokens in runs:
         prompts = [
             TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
         ]
         before = len(samples[0]) if samples else 0
-        llm.collective_rpc(vllm_proposer.start_calibration, args=(forced_k,))
+        llm.collective_rpc(vllm_proposer.start_calibration, args=(forced_draft_tokens,))
         try:
             started = time.perf_counter()
             llm.generate(prompts, params, use_tqdm=False)

@@ -15,14 +15,16 @@ worker.
 With `SpecConfig.budget` the controller also hands back the shape and time of every clean
 step, which `StepTimer` fits, and the batch's drafts are capped by that step-cost model
 (specdec.step_cost). The adapter calibrates the model at start-up by running a few steps with
-forced drafts of known length (`forced_k`).
+forced drafts of known length (`forced_draft_tokens`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from specdec.controller import DraftController
 from specdec.step_cost import StepCost, StepSample, StepTimer
 
 CLASS_PATH = "specdec.engines.vllm_proposer.SpecdecVllmProposer"
+_R = TypeVar("_R")
 # vLLM's "vllm" logger is the one with a handler in its worker processes, where this runs.
 log = logging.getLogger("vllm.specdec.proposer")
 
@@ -46,7 +49,7 @@ class SpecdecVllmProposer:
         self.input_batch: Any = None
         self.budget = False
         self.timer = StepTimer()
-        self.forced_k: int | None = None  # calibration: draft exactly this many tokens
+        self.forced_draft_tokens: int | None = None  # calibration: draft exactly this many tokens
         self.drafting = True  # off: no drafts and no controller call (an in-engine baseline)
         # No more requests will join (the stream's end, or no stream at all): free rows are the
         # run's tail, where the budget may draft up to k_ceiling.
@@ -83,8 +86,8 @@ class SpecdecVllmProposer:
         # Free rows while nothing more will join: the run's tail, where the budget may draft up
         # to the engine's K instead of k_max (SpecConfig.k_ceiling).
         tail = self.stream_ending and len(sampled_token_ids) < self.max_num_seqs
-        drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec,
-                                                token_ids_cpu, self.timer.model if budget else None, self.forced_k,
+        drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec, token_ids_cpu,
+                                                self.timer.model if budget else None, self.forced_draft_tokens,
                                                 timed=budget, num_prompt_tokens=prompt_lens, tail=tail)
         if sample is not None:
             self.timer.add(sample)
@@ -93,12 +96,14 @@ class SpecdecVllmProposer:
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of every structure that grows with requests. The controller's
         per-request ones hold at most one batch (the last batch of a generate call stays until
-        the next call's first step, or until the cache is saved); the others stay within their
-        own bounds."""
+        the next call's first step, or until the cache is saved), except the finished requests'
+        source counts: those stay until the driver takes them (bound None); the others stay
+        within their own bounds."""
         sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
         if self.controller is not None:
             for name, (size, bound) in self.controller.state_sizes().items():
-                sizes[name] = (size, self.max_num_seqs if bound is None else bound)
+                per_batch = bound is None and name != "finished_counts"
+                sizes[name] = (size, self.max_num_seqs if per_batch else bound)
         return sizes
 
 
@@ -108,101 +113,102 @@ def _drafter(worker: Any) -> SpecdecVllmProposer | None:
     return drafter if isinstance(drafter, SpecdecVllmProposer) else None
 
 
+def _on_drafter(absent: Any, bound: bool = False) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+    """An RPC function `fn(worker, ...)` from `fn(drafter, ...)`: `absent` is its answer where
+    the worker has no specdec drafter (or, with `bound`, one not bound yet)."""
+
+    def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
+        @functools.wraps(fn)
+        def call(worker: Any, *args: Any, **kwargs: Any) -> _R:
+            drafter = _drafter(worker)
+            if drafter is None or (bound and drafter.controller is None):
+                return absent
+            return fn(drafter, *args, **kwargs)
+
+        return call
+
+    return wrap
+
+
 def bind_proposer(worker: Any, config: dict[str, Any], tokenizer: str | None = None) -> str | None:
     """None: no specdec drafter in this worker; otherwise "" or the cache file's warning."""
-    runner = worker.model_runner
     drafter = _drafter(worker)
     if drafter is None:
         return None
-    return drafter.bind(runner.input_batch, SpecConfig.from_dict(config), tokenizer) or ""
+    return drafter.bind(worker.model_runner.input_batch, SpecConfig.from_dict(config), tokenizer) or ""
 
 
-def reset_proposer(worker: Any) -> bool:
+@_on_drafter(False, bound=True)
+def reset_proposer(drafter: SpecdecVllmProposer) -> bool:
     """Start over with a fresh controller (cold cache, no per-request state)."""
-    drafter = _drafter(worker)
-    if drafter is None or drafter.controller is None:
-        return False
+    assert drafter.controller is not None
     drafter.controller = DraftController(drafter.controller.config, drafter.controller.tokenizer)
     return True
 
 
-def set_drafting(worker: Any, enabled: bool) -> bool:
+@_on_drafter(False)
+def set_drafting(drafter: SpecdecVllmProposer, enabled: bool) -> bool:
     """Draft (the default) or propose nothing at all from the next step on; False: no
     specdec drafter in this worker."""
-    drafter = _drafter(worker)
-    if drafter is None:
-        return False
     drafter.drafting = enabled
     return True
 
 
-def set_stream_ending(worker: Any, ending: bool) -> bool:
+@_on_drafter(False)
+def set_stream_ending(drafter: SpecdecVllmProposer, ending: bool) -> bool:
     """Whether more requests will join this engine's stream (False until its read-ahead is
     exhausted); False: no specdec drafter in this worker."""
-    drafter = _drafter(worker)
-    if drafter is None:
-        return False
     drafter.stream_ending = ending
     return True
 
 
-def start_calibration(worker: Any, forced_k: int) -> bool:
-    """Draft exactly `forced_k` tokens per row from now on, timing steps as calibration."""
-    drafter = _drafter(worker)
-    if drafter is None:
-        return False
-    drafter.forced_k = forced_k
+@_on_drafter(False)
+def start_calibration(drafter: SpecdecVllmProposer, forced_draft_tokens: int) -> bool:
+    """Draft exactly `forced_draft_tokens` tokens per row from now on, timing steps as calibration."""
+    drafter.forced_draft_tokens = forced_draft_tokens
     drafter.timer.calibrating = True
     return True
 
 
-def finish_calibration(worker: Any) -> list[dict[str, float]]:
+@_on_drafter([])
+def finish_calibration(drafter: SpecdecVllmProposer) -> list[dict[str, float]]:
     """Back to normal drafting; returns the calibration samples (and fits the model)."""
-    drafter = _drafter(worker)
-    if drafter is None:
-        return []
-    drafter.forced_k = None
+    drafter.forced_draft_tokens = None
     drafter.timer.calibrating = False
     drafter.timer.refit()
     return [s._asdict() for s in drafter.timer.calibration]
 
 
-def load_calibration(worker: Any, samples: list[dict[str, float]]) -> bool:
-    drafter = _drafter(worker)
-    if drafter is None:
-        return False
+@_on_drafter(False)
+def load_calibration(drafter: SpecdecVllmProposer, samples: list[dict[str, float]]) -> bool:
     drafter.timer.load_calibration([StepSample(**s) for s in samples])
     return True
 
 
-def step_cost(worker: Any) -> dict[str, float] | None:
+@_on_drafter(None)
+def step_cost(drafter: SpecdecVllmProposer) -> dict[str, float] | None:
     """The step-cost model the budget uses now (None: not fitted yet)."""
-    drafter = _drafter(worker)
-    if drafter is None:
-        return None
     model: StepCost | None = drafter.timer.model
     return None if model is None else dataclasses.asdict(model)
 
 
-def state_sizes(worker: Any) -> dict[str, tuple[int, int | None]] | None:
-    drafter = _drafter(worker)
-    return None if drafter is None else drafter.state_sizes()
+@_on_drafter(None)
+def state_sizes(drafter: SpecdecVllmProposer) -> dict[str, tuple[int, int | None]]:
+    return drafter.state_sizes()
 
 
-def take_source_counts(worker: Any) -> dict[str, tuple[int, int]] | None:
-    """Per drafting source (own, cache, sibling, history, live): (drafted tokens verified,
-    accepted) since the last call, then zeroed; None: no specdec drafter in this worker."""
-    drafter = _drafter(worker)
-    if drafter is None or drafter.controller is None:
-        return None
-    return drafter.controller.take_source_counts()
+@_on_drafter(None)
+def take_source_counts(drafter: SpecdecVllmProposer, req_ids: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per request of `req_ids` (vLLM's ids; running or finished) that has any: its drafted
+    tokens verified, and accepted, per drafting source (own, cache, sibling, history, live)
+    since the last take, then zeroed; None: no specdec drafter in this worker."""
+    return {} if drafter.controller is None else drafter.controller.take_source_counts(req_ids)
 
 
-def save_cache(worker: Any, path: str) -> int:
+@_on_drafter(0, bound=True)
+def save_cache(drafter: SpecdecVllmProposer, path: str) -> int:
     """Write the proposer's cross-request cache to `path` (sequences written)."""
-    drafter = _drafter(worker)
-    if drafter is None or drafter.controller is None:
-        return 0
+    assert drafter.controller is not None
     drafter.controller.finish_all()  # the call's last requests: their tokens belong in the file
     try:
         return drafter.controller.save_cache(path)

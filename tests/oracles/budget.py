@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from oracles.step_shapes import draft_token_seconds
+from oracles.step_shapes import draft_token_seconds, seconds_for_tokens
 from specdec.step_cost import StepCostModel
 
 
@@ -55,9 +55,7 @@ def allocate_drafts(gains: Sequence[np.ndarray], cost: StepCostModel, contexts: 
     num_tokens = num_rows + np.arange(row.size + 1)
     first = position[order] == 0  # a row's first drafted token: its context is priced once
     draft_kv = np.concatenate([[0], np.cumsum(np.where(first, contexts[row[order]], 0))])
-    many = getattr(cost, "seconds_for_tokens", None)  # one array operation instead of a call per position
-    seconds = (many(num_rows, num_tokens, num_kv_tokens, draft_kv) if many is not None
-               else np.array([cost.seconds(num_rows, int(n), num_kv_tokens, int(d)) for n, d in zip(num_tokens, draft_kv)]))
+    seconds = seconds_for_tokens(cost, num_rows, num_tokens, num_kv_tokens, draft_kv)
     best = int(np.argmax(expected / np.maximum(seconds, 1e-12)))  # ties: fewest drafts
     return np.bincount(row[order[:best]], minlength=num_rows).astype(int).tolist()
 

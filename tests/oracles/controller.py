@@ -64,7 +64,7 @@ class DraftController:
         num_tokens: np.ndarray,
         token_ids: np.ndarray,
         cost: StepCost | None,
-        forced_k: int | None = None,
+        forced_draft_tokens: int | None = None,
         timed: bool = False,
         num_prompt_tokens: np.ndarray | None = None,
         tail: bool = False,
@@ -76,10 +76,10 @@ class DraftController:
         for req_id in [r for r in self._live if r not in set(req_ids)]:
             self.finish(req_id)
         rows = {row: token_ids[row, : int(num_tokens[row])] for row in decoding}
-        if forced_k is not None:
-            if not 0 <= forced_k <= self.config.k_max:
-                raise ValueError(f"forced_k={forced_k} must be within [0, k_max={self.config.k_max}]")
-            drafts = {row: np.full(forced_k, rows[row][-1], dtype=np.int64) for row in decoding}
+        if forced_draft_tokens is not None:
+            if not 0 <= forced_draft_tokens <= self.config.k_max:
+                raise ValueError(f"forced_draft_tokens={forced_draft_tokens} outside [0, k_max={self.config.k_max}]")
+            drafts = {row: np.full(forced_draft_tokens, rows[row][-1], dtype=np.int64) for row in decoding}
         else:
             prompts = None if num_prompt_tokens is None else [int(num_prompt_tokens[row]) for row in decoding]
             found = self.step_tokens([req_ids[row] for row in decoding], [rows[row] for row in decoding],
@@ -106,7 +106,7 @@ class DraftController:
         drafted = [live.verified[0] for live in lives]
         if any(drafted):
             self.proposer.feedback_batch(req_ids, drafted, [live.verified[1] for live in lives])
-        ks = [self.config.k_ceiling if cost is not None and tail else self.config.k_max] * len(lives)
+        max_draft_tokens = [self.config.k_ceiling if cost is not None and tail else self.config.k_max] * len(lives)
         overall = self._overall.rate(prior=0.5, prior_weight=1.0)
         relative = [live.acceptance.rate(overall, self.settings.prior_weight) / overall for live in lives]
         if cost is not None:
@@ -114,15 +114,16 @@ class DraftController:
             # Rows whose most confident token could not pay for itself and its lookup draft nothing.
             thresholds = first_draft_thresholds(cost, contexts, self.lookup_s).tolist()
             ceiling = min(self.proposer.best_confidence(), self.settings.max_token_gain)
-            ks = [k if ceiling * rel > threshold else 0 for k, rel, threshold in zip(ks, relative, thresholds)]
+            max_draft_tokens = [m if ceiling * rel > threshold else 0
+                                for m, rel, threshold in zip(max_draft_tokens, relative, thresholds)]
         started = self.clock() if cost is not None else 0.0  # timed with a budget only
-        batch = self.proposer.propose_batch(req_ids, tokens, ks, num_prompt_tokens)
+        batch = self.proposer.propose_batch(req_ids, tokens, max_draft_tokens, num_prompt_tokens)
         drafts = [batch.draft(i) for i in range(len(req_ids))]
         if cost is not None:
-            self._time_lookups(self.clock() - started, sum(1 for k in ks if k > 0))
+            self._time_lookups(self.clock() - started, sum(1 for m in max_draft_tokens if m > 0))
             gains = [np.cumprod(np.minimum(batch.row_confidence(i) * relative[i], self.settings.max_token_gain))
                      for i in range(len(req_ids))]
-            drafts = [draft[:k] for draft, k in zip(drafts, allocate_drafts(gains, cost, contexts))]
+            drafts = [draft[:n] for draft, n in zip(drafts, allocate_drafts(gains, cost, contexts))]
         for live, draft in zip(lives, drafts, strict=True):
             live.pending_draft = int(draft.shape[0])
         return drafts
@@ -157,8 +158,8 @@ class DraftController:
         return {"live_requests": (len(self._live), None), "step_drafts": (len(self.step_shapes), None),
                 **self.proposer.state_sizes()}
 
-    def take_source_counts(self) -> dict[str, tuple[int, int]]:
-        return self.proposer.take_source_counts()
+    def take_source_counts(self, req_ids: Sequence[str]) -> dict[str, dict[str, tuple[int, int]]]:
+        return self.proposer.take_source_counts(req_ids)
 
     def save_cache(self, path: str) -> int:
         return self.proposer.save_cache(path, self.tokenizer)

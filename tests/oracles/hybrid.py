@@ -71,18 +71,19 @@ class HybridProposer:
         self._sequences: dict[str, np.ndarray] = {}
         self.table = ConfidenceTable()
         self._buckets: dict[str, np.ndarray] = {}  # evidence bucket of each token of the last draft
-        # per source (SOURCES order): drafted tokens verified, and accepted
-        self._drafted = np.zeros(len(SOURCES), dtype=np.int64)
-        self._accepted = np.zeros(len(SOURCES), dtype=np.int64)
+        # per request: [drafted tokens verified, accepted] x SOURCES, not yet taken; a
+        # forgotten request's nonzero ones wait in `_finished_counts` until taken
+        self._counts: dict[str, np.ndarray] = {}
+        self._finished_counts: dict[str, np.ndarray] = {}
 
     def propose_batch(
         self,
         req_ids: Sequence[str],
         tokens: Sequence[np.ndarray],
-        ks: Sequence[int],
+        max_draft_tokens: Sequence[int],
         num_prompt_tokens: Sequence[int] | None = None,
     ) -> DraftBatch:
-        """Draft at most `ks[i]` tokens ([num_rows]) for request `req_ids[i]` from `tokens[i]`
+        """Draft at most `max_draft_tokens[i]` tokens ([num_rows]) for request `req_ids[i]` from `tokens[i]`
         ([num_tokens_i], its whole sequence so far; a list of arrays or `TokenRows`).
 
         First every row's new tokens are taken in (so each row's lookups see what every
@@ -101,7 +102,8 @@ class HybridProposer:
                 for i, req_id in enumerate(req_ids)]
         self.text.maintain()
         # Every row is in: each `propose` below only drafts (taking the same tokens again changes nothing).
-        drafts = [self.propose(req_id, row, int(k)) for req_id, row, k in zip(req_ids, rows, ks, strict=True)]
+        drafts = [self.propose(req_id, row, int(most))
+                  for req_id, row, most in zip(req_ids, rows, max_draft_tokens, strict=True)]
         return DraftBatch.from_rows(drafts, [self.confidence(req_id) for req_id in req_ids])
 
     def _take(self, req_id: str, tokens: np.ndarray, num_prompt_tokens: int | None) -> np.ndarray:
@@ -111,13 +113,14 @@ class HybridProposer:
         self.text.see(req_id, row, num_prompt_tokens)
         return row
 
-    def propose(self, req_id: str, tokens: np.ndarray, k: int, num_prompt_tokens: int | None = None) -> np.ndarray:
-        """Draft up to `k` tokens continuing `tokens` (the request's whole sequence so far):
-        `propose_batch` for one row.
+    def propose(self, req_id: str, tokens: np.ndarray, max_draft_tokens: int,
+                num_prompt_tokens: int | None = None) -> np.ndarray:
+        """Draft up to `max_draft_tokens` tokens continuing `tokens` (the request's whole
+        sequence so far): `propose_batch` for one row.
 
         Example (n_min 1, n_max 16, empty cache, no other request, a fresh confidence table):
 
-            tokens = [7, 1, 2, 3, 4, 1, 2, 3], k = 3
+            tokens = [7, 1, 2, 3, 4, 1, 2, 3], max_draft_tokens = 3
             own text: the last 3 tokens [1, 2, 3] occurred before, ending at index 3; they
             were followed by [4, 1, 2, 3] -> draft [4, 1, 2], each token filed under the
             own-text bucket of a 3-token match
@@ -129,22 +132,23 @@ class HybridProposer:
         Args:
             req_id: the request; its latest `tokens` go into the cache when it is forgotten.
             tokens: [num_tokens] prompt + output so far.
-            k: most tokens to draft (0: draft nothing, but keep the sequence).
+            max_draft_tokens: most tokens to draft (0: draft nothing, but keep the sequence).
             num_prompt_tokens: the prompt's length (read at the request's first call).
         """
         row = self._take(req_id, tokens, num_prompt_tokens)
         self.text.maintain()
-        return self._draft(req_id, row, k)
+        return self._draft(req_id, row, max_draft_tokens)
 
-    def _draft(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
-        if k <= 0:
+    def _draft(self, req_id: str, tokens: np.ndarray, max_draft_tokens: int) -> np.ndarray:
+        if max_draft_tokens <= 0:
             self._buckets[req_id] = _EMPTY
             return _EMPTY
-        draft, buckets = self._best_candidate(req_id, tokens, k)
+        draft, buckets = self._best_candidate(req_id, tokens, max_draft_tokens)
         # A draft cut short (the match sat near the end of its source) is continued by
         # drafting again from the context extended with it.
-        while 0 < draft.size < k:
-            more, more_buckets = self._best_candidate(req_id, np.concatenate([tokens, draft]), k - draft.size)
+        while 0 < draft.size < max_draft_tokens:
+            more, more_buckets = self._best_candidate(req_id, np.concatenate([tokens, draft]),
+                                                      max_draft_tokens - draft.size)
             if more.size == 0:
                 break
             draft = np.concatenate([draft, more])
@@ -175,31 +179,38 @@ class HybridProposer:
         verified = buckets[:num_drafted]
         self.table.observe(verified, num_accepted)
         sources = BUCKET_SOURCE[verified]
-        np.add.at(self._drafted, sources, 1)
-        np.add.at(self._accepted, sources[:num_accepted], 1)
+        counts = self._counts.setdefault(req_id, np.zeros((2, len(SOURCES)), dtype=np.int64))
+        np.add.at(counts[0], sources, 1)
+        np.add.at(counts[1], sources[:num_accepted], 1)
 
-    def source_counts(self) -> dict[str, tuple[int, int]]:
-        """Per source (own, cache, sibling, history, live): (drafted tokens verified, accepted)."""
-        return {s: (int(d), int(a)) for s, d, a in zip(SOURCES, self._drafted, self._accepted, strict=True)}
+    def take_source_counts(self, req_ids: Sequence[str]) -> dict[str, dict[str, tuple[int, int]]]:
+        """Per request of `req_ids` (running or forgotten) with any: its (drafted tokens
+        verified, accepted) per source (own, cache, sibling, history, live) since the last
+        take, then zeroed (a forgotten request's then dropped)."""
+        out = {}
+        for req_id in req_ids:
+            counts = np.zeros((2, len(SOURCES)), dtype=np.int64)
+            if req_id in self._counts:
+                counts += self._counts[req_id]
+                self._counts[req_id][:] = 0
+            counts += self._finished_counts.pop(req_id, 0)
+            if counts.any():
+                out[req_id] = {s: (int(d), int(a)) for s, d, a in zip(SOURCES, counts[0], counts[1], strict=True)}
+        return out
 
-    def take_source_counts(self) -> dict[str, tuple[int, int]]:
-        """`source_counts`, then zero them."""
-        counts = self.source_counts()
-        self._drafted[:] = 0
-        self._accepted[:] = 0
-        return counts
-
-    def _best_candidate(self, req_id: str, tokens: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The chosen candidate's (tokens, buckets) for `tokens` (the context), up to `k`."""
+    def _best_candidate(self, req_id: str, tokens: np.ndarray,
+                        max_draft_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """The chosen candidate's (tokens, buckets) for `tokens` (the context), up to
+        `max_draft_tokens` of them."""
         candidates: list[_Candidate] = []
         end, own_len = ngram_match(tokens, self.n_min, self.n_max)
         if own_len:
-            own = np.asarray(tokens[end + 1 : end + 1 + k], dtype=np.int64)
+            own = np.asarray(tokens[end + 1 : end + 1 + max_draft_tokens], dtype=np.int64)
             candidates.append((own, np.full(own.size, own_bucket(own_len), dtype=np.int64), own_len))
-        for shared in self.text.candidates(req_id, tokens, k, self.n_min):  # group, then live
+        for shared in self.text.candidates(req_id, tokens, max_draft_tokens, self.n_min):  # group, then live
             bucket = shared_bucket(shared.source, shared.match_len)
             candidates.append((shared.tokens, np.full(shared.tokens.size, bucket, dtype=np.int64), shared.match_len))
-        cached = self.cache.speculate(tokens, k, self.min_prob) if len(self.cache) else None
+        cached = self.cache.speculate(tokens, max_draft_tokens, self.min_prob) if len(self.cache) else None
         if cached is not None and cached.tokens.size and cached.match_len >= self.min_cache_match:
             candidates.append((cached.tokens, cache_buckets(cached.probs, cached.match_len), cached.match_len))
         return self._choose(candidates)
@@ -229,11 +240,15 @@ class HybridProposer:
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
         """(size, bound) of each structure; bound None: per request, empty between calls."""
         return {"own_sequences": (len(self._sequences), None), "draft_buckets": (len(self._buckets), None),
-                **cache_sizes(self.cache), **self.text.state_sizes()}
+                "finished_counts": (len(self._finished_counts), None), **cache_sizes(self.cache),
+                **self.text.state_sizes()}
 
     def forget(self, req_id: str) -> None:
         """`req_id` finished: its tokens go into the cache, its output into its prompt's history."""
         self._buckets.pop(req_id, None)
+        counts = self._counts.pop(req_id, None)
+        if counts is not None and counts.any():
+            self._finished_counts[req_id] = self._finished_counts.get(req_id, 0) + counts
         tokens = self._sequences.pop(req_id, None)
         if tokens is not None and tokens.size:
             self.cache.insert(req_id, tokens)

@@ -57,7 +57,7 @@ class SharedDraft:
     """A candidate drafted from another sequence: `source` is sibling, history or live."""
 
     source: str
-    tokens: np.ndarray  # [<= k] int64
+    tokens: np.ndarray  # [<= max_draft_tokens] int64
     match_len: int
 
 
@@ -129,10 +129,11 @@ class LiveText:
         self.group_tokens += index.num_tokens
         return group
 
-    def candidates(self, req_id: str, context: np.ndarray, k: int, n_min: int) -> list[SharedDraft]:
-        """The group's (sibling or history) and then the live index's draft of up to `k`
-        tokens after `context` ([num_tokens]: the request's tokens, maybe extended by its
-        draft so far), each where there is one; the request's own member is excluded."""
+    def candidates(self, req_id: str, context: np.ndarray, max_draft_tokens: int, n_min: int) -> list[SharedDraft]:
+        """The group's (sibling or history) and then the live index's draft of up to
+        `max_draft_tokens` tokens after `context` ([num_tokens]: the request's tokens, maybe
+        extended by its draft so far), each where there is one; the request's own member is
+        excluded."""
         member = self._members[req_id]
         found: list[SharedDraft] = []
         if member.group is not None:
@@ -140,11 +141,12 @@ class LiveText:
             if hit is not None:
                 slot, end, match_len = hit
                 source = "history" if slot < member.group.num_history else "sibling"
-                found.append(SharedDraft(source, member.group.index.continuation(slot, end, k), match_len))
+                draft = member.group.index.continuation(slot, end, max_draft_tokens)
+                found.append(SharedDraft(source, draft, match_len))
         hit = self.live.lookup(context, member.live_slot, n_min)
         if hit is not None:
             slot, end, match_len = hit
-            found.append(SharedDraft("live", self.live.continuation(slot, end, k), match_len))
+            found.append(SharedDraft("live", self.live.continuation(slot, end, max_draft_tokens), match_len))
         return found
 
     def forget(self, req_id: str) -> None:

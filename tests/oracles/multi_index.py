@@ -88,7 +88,7 @@ class MultiIndex:
     ) -> tuple[int, int, int] | None:
         """(slot, end, match_len) of the longest key ending `context` (at most n_max, at least
         n_min tokens) with an anchor outside `exclude_slot` (-1 or None: none excluded); the
-        draft is `continuation(slot, end, k)`. None: no such key."""
+        draft is `continuation(slot, end, max_draft_tokens)`. None: no such key."""
         exclude = -1 if exclude_slot is None else exclude_slot
         tail = _ints(context[-self.n_max :]) if self.n_max else []
         for d in range(len(tail), max(n_min, 1) - 1, -1):
@@ -101,9 +101,9 @@ class MultiIndex:
                 return entry[2], entry[3], d
         return None
 
-    def continuation(self, slot: int, end: int, k: int) -> np.ndarray:
-        """[<= k] the tokens after position `end` of member `slot`, as it is now."""
-        return np.asarray(self._seqs[slot][end + 1 : end + 1 + max(k, 0)], dtype=np.int64)
+    def continuation(self, slot: int, end: int, max_draft_tokens: int) -> np.ndarray:
+        """[<= max_draft_tokens] the tokens after position `end` of member `slot`, as it is now."""
+        return np.asarray(self._seqs[slot][end + 1 : end + 1 + max(max_draft_tokens, 0)], dtype=np.int64)
 
     def sequence(self, slot: int) -> np.ndarray:
         """[length] member `slot`'s tokens."""

@@ -30,20 +30,20 @@ def ngram_match(tokens: np.ndarray, n_min: int, n_max: int) -> tuple[int, int]:
     return (best_end, best_len) if best_len >= n_min else (-1, 0)
 
 
-def propose_ngram(tokens: np.ndarray, n_min: int, n_max: int, k: int) -> np.ndarray:
-    """Up to `k` tokens continuing `tokens` by n-gram lookup (empty if no match)."""
+def propose_ngram(tokens: np.ndarray, n_min: int, n_max: int, max_draft_tokens: int) -> np.ndarray:
+    """Up to `max_draft_tokens` tokens continuing `tokens` by n-gram lookup (empty if no match)."""
     end, match_len = ngram_match(tokens, n_min, n_max)
-    return tokens[end + 1 : end + 1 + max(k, 0)] if match_len else tokens[:0]
+    return tokens[end + 1 : end + 1 + max(max_draft_tokens, 0)] if match_len else tokens[:0]
 
 
-def propose_ngram_naive(tokens: list[int], n_min: int, n_max: int, k: int) -> list[int]:
+def propose_ngram_naive(tokens: list[int], n_min: int, n_max: int, max_draft_tokens: int) -> list[int]:
     """`propose_ngram` written out as the definition says (the oracle's own check)."""
     length = len(tokens)
-    if k <= 0:
+    if max_draft_tokens <= 0:
         return []
     for n in range(min(n_max, length - 1), n_min - 1, -1):
         suffix = tokens[length - n :]
         for start in range(length - n - 1, -1, -1):
             if tokens[start : start + n] == suffix:
-                return tokens[start + n : start + n + k]
+                return tokens[start + n : start + n + max_draft_tokens]
     return []

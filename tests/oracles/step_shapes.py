@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specdec.step_cost import StepCostModel, StepSample
+from specdec.step_cost import StepCost, StepCostModel, StepSample
 
 
 def row_contexts(lengths: np.ndarray) -> np.ndarray:
@@ -18,16 +18,24 @@ def row_contexts(lengths: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(lengths, dtype=np.int64) - 1, 0)
 
 
+def seconds_for_tokens(cost: StepCostModel, num_seqs: int, num_tokens: np.ndarray | int, num_kv_tokens: int,
+                       num_draft_kv_tokens: np.ndarray | int) -> np.ndarray:
+    """`cost.seconds` for many token counts: one array operation for a StepCost (its formula
+    is element by element, the same arithmetic), a call per count for other models."""
+    if isinstance(cost, StepCost):
+        seconds = cost.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)  # type: ignore[arg-type]
+        return np.asarray(seconds, dtype=np.float64)
+    tokens, draft_kv = np.broadcast_arrays(num_tokens, num_draft_kv_tokens)
+    return np.array([cost.seconds(num_seqs, int(n), num_kv_tokens, int(d)) for n, d in zip(tokens, draft_kv)])
+
+
 def draft_token_seconds(cost: StepCostModel, num_rows: int, num_kv_tokens: int, contexts: np.ndarray) -> np.ndarray:
     """What one drafted token adds to a step of `num_rows` rows without drafts, per row:
     verifying it, and its row's attention over its context with more than one query
     token (the first drafted token's price; further ones in that row cost only their own
     token)."""
     base = cost.seconds(num_rows, num_rows, num_kv_tokens, 0)
-    many = getattr(cost, "seconds_for_tokens", None)
-    with_one = (many(num_rows, num_rows + 1, num_kv_tokens, contexts) if many is not None
-                else np.array([cost.seconds(num_rows, num_rows + 1, num_kv_tokens, int(c)) for c in contexts]))
-    return np.asarray(with_one, dtype=np.float64) - base
+    return seconds_for_tokens(cost, num_rows, num_rows + 1, num_kv_tokens, contexts) - base
 
 
 class StepShapes:

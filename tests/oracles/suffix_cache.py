@@ -105,18 +105,19 @@ class SuffixTrieCache:
                     break
                 node = child
 
-    def speculate(self, context: np.ndarray, k: int, min_prob: float = 0.0) -> CacheDraft:
-        """Draft up to `k` tokens after the longest cached suffix of `context`.
+    def speculate(self, context: np.ndarray, max_draft_tokens: int, min_prob: float = 0.0) -> CacheDraft:
+        """Draft up to `max_draft_tokens` tokens after the longest cached suffix of `context`.
 
-        The suffix is at most `max(max_depth - 1 - k, 1)` tokens long (so that k tokens fit
-        under it in the trie) and must have been followed by something. From it, each step
-        takes the most frequent next token (ties: the smallest id), with probability
-        count(suffix + token) / count(suffix); drafting stops at `k` tokens, at the trie's
-        depth, or before the draft's cumulative probability would fall below `min_prob`.
+        The suffix is at most `max(max_depth - 1 - max_draft_tokens, 1)` tokens long (so that
+        the draft fits under it in the trie) and must have been followed by something. From it,
+        each step takes the most frequent next token (ties: the smallest id), with probability
+        count(suffix + token) / count(suffix); drafting stops at `max_draft_tokens` tokens, at
+        the trie's depth, or before the draft's cumulative probability would fall below
+        `min_prob`.
 
         Example (max_depth 24), cached sequences [1, 2, 3, 9, 9] and [1, 2, 3, 9, 7]:
 
-            context = [5, 1, 2, 3], k = 3, min_prob = 0.4
+            context = [5, 1, 2, 3], max_draft_tokens = 3, min_prob = 0.4
             longest cached suffix: [1, 2, 3] (seen twice), match_len = 3
             next: 9 (2 of 2 times, p = 1.0); then 7 or 9 (1 of 2 each): 7, the smaller id
             (p = 0.5, cumulative 0.5 >= 0.4); then nothing was seen after [.., 9, 7]
@@ -124,16 +125,16 @@ class SuffixTrieCache:
 
         Args:
             context: [num_tokens] the request's tokens so far (only the tail is read).
-            k: most tokens to draft.
+            max_draft_tokens: most tokens to draft.
             min_prob: the lowest cumulative probability a drafted token may bring the draft to.
         """
-        node, match_len = self._longest_match(context, max(self.max_depth - 1 - k, 1))
-        if node is None or k <= 0:
+        node, match_len = self._longest_match(context, max(self.max_depth - 1 - max_draft_tokens, 1))
+        if node is None or max_draft_tokens <= 0:
             return _NO_DRAFT
         tokens: list[int] = []
         probs: list[float] = []
         cumulative = 1.0
-        while len(tokens) < k and node.children:
+        while len(tokens) < max_draft_tokens and node.children:
             tok, child = min(node.children.items(), key=lambda kv: (-kv[1].count, kv[0]))
             prob = child.count / node.count
             if cumulative * prob < min_prob:

@@ -20,7 +20,6 @@ import numpy as np
 from oracles.base import DraftBatch, TokenRows
 from specdec.drafting.cache_file import CacheContents, read_contents, write_contents
 from specdec.native import NativeDrafterMissing, load_core
-from oracles.confidence import SOURCES
 from oracles import live_text
 from oracles.live_text import DEFAULT_GROUP_MAX_TOKENS
 from oracles.prompt_history import DEFAULT_MAX_TOKENS as DEFAULT_HISTORY_MAX_TOKENS
@@ -96,13 +95,9 @@ class NativeSuffixCache:
         if not self._cache.remove(seq_id):
             raise KeyError(seq_id)
 
-    def speculate(self, context: np.ndarray, k: int, min_prob: float = 0.0) -> CacheDraft:
-        tokens, probs, match_len = self._cache.speculate(_int32(context), k, min_prob)
+    def speculate(self, context: np.ndarray, max_draft_tokens: int, min_prob: float = 0.0) -> CacheDraft:
+        tokens, probs, match_len = self._cache.speculate(_int32(context), max_draft_tokens, min_prob)
         return CacheDraft(tokens, probs, match_len)
-
-    def memory_bytes(self) -> int:
-        """Bytes the cache has allocated (its own accounting)."""
-        return self._cache.memory_bytes()
 
     def dump(self) -> list[tuple[tuple[int, ...], int]]:
         """Every substring the cache counts, with its count (sorted; for tests)."""
@@ -146,9 +141,11 @@ class NativeHybridProposer:
             raise ValueError(f"need 1 <= n_min ({n_min}) <= n_max ({n_max}) <= 255")
         if min(group_max_tokens, history_max_tokens, history_per_prompt) < 0:
             raise ValueError("group and history bounds must be >= 0")
-        self._core = load_core().Drafter(max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match,
-                                         group_max_tokens, history_max_tokens, history_per_prompt,
-                                         live_text.LIVE_SLACK_TOKENS)  # read now: tests make it small
+        self._core = load_core().Drafter(
+            cache_max_depth=max_depth, cache_max_tokens=max_tokens, lookup_min=n_min, lookup_max=n_max,
+            cache_min_prob=min_prob, min_cache_match=min_cache_match, group_max_tokens=group_max_tokens,
+            history_max_tokens=history_max_tokens, history_per_prompt=history_per_prompt,
+            live_slack_tokens=live_text.LIVE_SLACK_TOKENS)  # read now: tests make it small
         self.group_max_tokens = group_max_tokens
         self.history_max_tokens = history_max_tokens
         self.cache = NativeSuffixCache(self._core.cache)
@@ -176,21 +173,21 @@ class NativeHybridProposer:
         self,
         req_ids: Sequence[str],
         tokens: Sequence[np.ndarray],
-        ks: Sequence[int],
+        max_draft_tokens: Sequence[int],
         num_prompt_tokens: Sequence[int] | None = None,
     ) -> DraftBatch:
         """Row i: tokens[i] ([num_tokens_i], int32 or int64) is request req_ids[i]'s sequence so
         far (it only grows between calls: the tokens not seen before are indexed); drafts at
-        most ks[i] tokens ([num_rows]). Every row's tokens are taken in before any row drafts;
+        most max_draft_tokens[i] tokens ([num_rows]). Every row's tokens are taken in before any row drafts;
         num_prompt_tokens[i] (None: unknown) counts at a request's first sight (see
         HybridProposer.propose_batch). One call for the whole batch; with `TokenRows` (vLLM's
         own buffer, bound once) no array is converted on the way in."""
-        ks = _ints(ks)
-        prompts = prompt_lengths(num_prompt_tokens, len(ks))
+        most = _ints(max_draft_tokens)
+        prompts = prompt_lengths(num_prompt_tokens, len(most))
         if isinstance(tokens, TokenRows):
-            return self._propose_rows(_as_list(req_ids), tokens, ks, prompts)
+            return self._propose_rows(_as_list(req_ids), tokens, most, prompts)
         drafts, lengths, confidence = self._core.propose_batch(_as_list(req_ids), list(tokens),
-                                                               np.asarray(ks, dtype=np.int64), prompts)
+                                                               np.asarray(most, dtype=np.int64), prompts)
         return DraftBatch(drafts, lengths, confidence)
 
     @property
@@ -203,13 +200,13 @@ class NativeHybridProposer:
             self._core.bind_tokens(token_ids)
             self._bound_tokens = token_ids
 
-    def _propose_rows(self, req_ids: list[str], rows: TokenRows, ks: list[int], prompts: list[int]) -> DraftBatch:
+    def _propose_rows(self, req_ids: list[str], rows: TokenRows, most: list[int], prompts: list[int]) -> DraftBatch:
         self.bind_tokens(rows.token_ids)
         num_rows = len(req_ids)
-        width = max(ks, default=0)
+        width = max(most, default=0)
         if num_rows > self._out_lengths.shape[0] or width > self._out_tokens.shape[1]:
             self._bind_outputs(max(num_rows, self._out_lengths.shape[0]), max(width, self._out_tokens.shape[1]))
-        self._core.propose_rows(req_ids, rows.buffer_rows.tolist(), rows.lengths.tolist(), ks, prompts)
+        self._core.propose_rows(req_ids, rows.buffer_rows.tolist(), rows.lengths.tolist(), most, prompts)
         # copies: the bound outputs are overwritten by the next step
         return DraftBatch(self._out_tokens[:num_rows, :width].copy(), self._out_lengths[:num_rows].copy(),
                           self._out_conf[:num_rows, :width].copy())
@@ -220,9 +217,10 @@ class NativeHybridProposer:
         self._out_conf = np.zeros((num_rows, width))
         self._core.bind_outputs(self._out_tokens, self._out_lengths, self._out_conf)
 
-    def propose(self, req_id: str, tokens: np.ndarray, k: int, num_prompt_tokens: int | None = None) -> np.ndarray:
+    def propose(self, req_id: str, tokens: np.ndarray, max_draft_tokens: int,
+                num_prompt_tokens: int | None = None) -> np.ndarray:
         prompt = None if num_prompt_tokens is None else [num_prompt_tokens]
-        batch = self.propose_batch([req_id], [np.asarray(tokens)], [max(k, 0)], prompt)
+        batch = self.propose_batch([req_id], [np.asarray(tokens)], [max(max_draft_tokens, 0)], prompt)
         self._last_confidence[req_id] = batch.row_confidence(0).copy()
         return batch.draft(0).copy()
 
@@ -239,22 +237,10 @@ class NativeHybridProposer:
         self._last_confidence.pop(req_id, None)
         self._core.forget(req_id)
 
-    def table_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """The confidence table's (accepted, rejected) counts per bucket."""
-        accepted, rejected = self._core.table()
-        return np.asarray(accepted), np.asarray(rejected)
-
-    def memory_bytes(self) -> int:
-        """Bytes allocated by the cache and every active request's index."""
-        return self._core.memory_bytes()
-
-    def source_counts(self) -> dict[str, tuple[int, int]]:
-        """Per source (own, cache, sibling, history, live): (drafted tokens verified, accepted)."""
-        return dict(zip(SOURCES, (tuple(c) for c in self._core.source_counts()), strict=True))
-
-    def take_source_counts(self) -> dict[str, tuple[int, int]]:
-        """`source_counts`, then zero them."""
-        return dict(zip(SOURCES, (tuple(c) for c in self._core.take_source_counts()), strict=True))
+    def take_source_counts(self, req_ids: Sequence[str]) -> dict[str, dict[str, tuple[int, int]]]:
+        """Per request of `req_ids` with any: its (drafted tokens verified, accepted) per source
+        (own, cache, sibling, history, live) since the last take, then zeroed."""
+        return self._core.take_source_counts(_as_list(req_ids))
 
     def history_entries(self) -> list[tuple[int, np.ndarray]]:
         """(prompt digest, completion) of every kept completion, oldest first."""
@@ -271,7 +257,7 @@ class NativeHybridProposer:
         """(size, bound) of each structure; bound None: per request, empty between calls. The
         core keeps a request's own-text index and last draft's buckets in one record."""
         core = self._core
-        return {"own_sequences": (core.num_requests, None),
+        return {"own_sequences": (core.num_requests, None), "finished_counts": (core.num_finished_counts, None),
                 "row_confidences": (len(self._last_confidence), None), **cache_sizes(self.cache),
                 "shared_members": (core.num_members, None),
                 "live_index_tokens": (core.live_index_tokens, 2 * core.live_request_tokens + core.live_slack_tokens),
@@ -304,3 +290,14 @@ def native_available() -> bool:
     except NativeDrafterMissing:
         return False
     return True
+
+
+def lookup_seconds(controller) -> float:
+    """A specdec.controller.DraftController's drafter time per row looked up (thread CPU
+    seconds, a moving average): the budget makes a lookup pay for its own time too."""
+    return controller._core.lookup_s
+
+
+def fix_lookup_time(controller, seconds: float) -> None:
+    """Count every lookup of a DraftController as `seconds` long instead of timing it."""
+    controller._core.fixed_lookup_s = seconds

@@ -116,6 +116,7 @@ def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound():
             ctl.step_tokens(ids, [seq[:n] for seq in seqs], [0] * len(ids))
         for req_id in ids:
             ctl.finish(req_id)
+        ctl.take_source_counts(ids)  # as the driver does once a shard is done
         sizes = ctl.state_sizes()
         assert {"live_requests", "own_sequences", "cache_tokens", "cache_sequences", "cache_nodes"} <= set(sizes)
         assert all(size == 0 for size, bound in sizes.values() if bound is None), (shard, sizes)
@@ -128,7 +129,7 @@ def test_per_request_state_is_emptied_and_the_cache_stays_at_its_token_bound():
 def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(seed, k_max, budget):
     """Requests of a few shared prompts decode side by side (greedy continuations from a small
     vocabulary, so siblings, live text and own text all draft); what the drafter counts per
-    source adds up to what the target verified and accepted."""
+    source for each request adds up to what the target verified and accepted of its drafts."""
     from specdec.step_cost import StepCost
 
     rng = np.random.default_rng(seed)
@@ -140,12 +141,12 @@ def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(see
     num_out = {req_id: 1 for req_id in requests}
     pending = {req_id: np.zeros(0, dtype=np.int64) for req_id in requests}
     accepted = {req_id: 0 for req_id in requests}
-    verified = [0, 0]
+    verified = {req_id: (0, 0) for req_id in requests}
     while num_out:
         ids = list(num_out)
         for req_id in ids:  # the drafts verified in the step that just ran
-            verified[0] += pending[req_id].size
-            verified[1] += accepted[req_id]
+            drafted, accepted_so_far = verified[req_id]
+            verified[req_id] = (drafted + pending[req_id].size, accepted_so_far + accepted[req_id])
         tokens = [np.array(requests[r][0] + requests[r][1][: num_out[r]], dtype=np.int64) for r in ids]
         drafts = ctl.step_tokens(ids, tokens, [accepted[r] for r in ids], cost, [len(requests[r][0]) for r in ids])
         for req_id, draft in zip(ids, drafts):
@@ -156,6 +157,9 @@ def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(see
             if num_out[req_id] >= greedy.size:
                 del num_out[req_id]
                 ctl.finish(req_id)  # its last draft is never verified
-    counts = ctl.take_source_counts()
-    assert sum(d for d, _ in counts.values()) == verified[0] and sum(a for _, a in counts.values()) == verified[1]
-    assert ctl.take_source_counts() == {source: (0, 0) for source in counts}
+    counts = ctl.take_source_counts(list(requests))
+    assert set(counts) == {req_id for req_id, (drafted, _) in verified.items() if drafted}
+    for req_id, by_source in counts.items():
+        assert (sum(d for d, _ in by_source.values()), sum(a for _, a in by_source.values())) == verified[req_id]
+    assert ctl.take_source_counts(list(requests)) == {}
+    assert ctl.state_sizes()["finished_counts"] == (0, None)

@@ -27,7 +27,7 @@ RATE_SPEC, RATE_NONE = 0.005, 0.02  # engine seconds per output token: specdec 4
 
 def _result(i: int, tokens: int, engine_s: float) -> GenerationResult:
     return GenerationResult(id=f"q{i}", completion="", output_token_ids=list(range(tokens)), finish_reason="length",
-                            stats=request_stats(tokens, [2], [1], k_max=2), engine_s=engine_s)
+                            stats=request_stats(tokens, [2], [1], k_ceiling=2), engine_s=engine_s)
 
 
 def test_shard_and_run_engine_seconds_are_sums_of_their_requests():

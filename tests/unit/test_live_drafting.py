@@ -42,7 +42,7 @@ def test_a_siblings_output_is_drafted_in_the_same_call_it_arrives():
     assert batch.draft(0).size == 0  # a has no one ahead of it
     assert batch.draft(1).tolist() == ANSWER[1:5]
     drafter.feedback_batch(["a", "b"], [0, 4], [0, 3])
-    assert drafter.take_source_counts()["sibling"] == (4, 3)
+    assert drafter.take_source_counts(["a", "b"])["b"]["sibling"] == (4, 3)
     # the next step: a has written more; b (3 accepted + 1) drafts from what a wrote last
     batch = drafter.propose_batch(["a", "b"], [seq(PROMPT, ANSWER[:12]), seq(PROMPT, ANSWER[:5])], [4, 4], [p, p])
     assert batch.draft(1).tolist() == ANSWER[5:9]
@@ -74,9 +74,9 @@ def test_any_running_requests_output_is_drafted_from_by_other_prompts():
                                   [len(PROMPT), 3])
     assert batch.draft(1).tolist() == ANSWER[3:7]
     drafter.feedback_batch(["b"], [4], [4])
-    counts = drafter.take_source_counts()
-    assert counts["live"] == (4, 4) and counts["sibling"] == (0, 0)
-    assert drafter.take_source_counts()["live"] == (0, 0)  # taken: zeroed
+    counts = drafter.take_source_counts(["a", "b"])
+    assert list(counts) == ["b"] and counts["b"]["live"] == (4, 4) and counts["b"]["sibling"] == (0, 0)
+    assert drafter.take_source_counts(["b"]) == {}  # taken: zeroed
 
 
 def test_without_prompt_lengths_the_live_index_still_drafts():
@@ -99,8 +99,8 @@ def test_a_request_does_not_find_itself_in_the_shared_indexes():
     tokens = seq(PROMPT, [1, 2, 3, 1, 2, 3, 1, 2])
     assert drafter.propose_batch(["a"], [tokens], [3], [len(PROMPT)]).draft(0).tolist() == [3, 1, 2]
     drafter.feedback_batch(["a"], [3], [3])
-    assert drafter.take_source_counts() == {"own": (3, 3), "cache": (0, 0), "sibling": (0, 0), "history": (0, 0),
-                                            "live": (0, 0)}
+    assert drafter.take_source_counts(["a"]) == {"a": {"own": (3, 3), "cache": (0, 0), "sibling": (0, 0),
+                                                       "history": (0, 0), "live": (0, 0)}}
 
 
 def test_a_finished_siblings_output_stays_in_the_group():
@@ -113,7 +113,7 @@ def test_a_finished_siblings_output_stays_in_the_group():
     batch = drafter.propose_batch(["b"], [seq(PROMPT, ANSWER[:2])], [4], [p])
     assert batch.draft(0).tolist() == ANSWER[2:6]
     drafter.feedback_batch(["b"], [4], [4])
-    assert drafter.take_source_counts()["sibling"] == (4, 4)
+    assert drafter.take_source_counts(["b"])["b"]["sibling"] == (4, 4)
 
 
 def test_a_rerun_drafts_from_the_prompts_history_from_its_first_step(tmp_path):
@@ -127,7 +127,7 @@ def test_a_rerun_drafts_from_the_prompts_history_from_its_first_step(tmp_path):
     warm = replay_greedy(later, "q1", PROMPT, ANSWER)
     assert warm[0] == (4, 4)  # drafted and accepted from the first step
     assert len(warm) < len(cold)
-    drafted, accepted = later.take_source_counts()["history"]
+    drafted, accepted = later.take_source_counts(["q1"])["q1"]["history"]  # finished: kept until taken
     assert accepted >= 4 and drafted == accepted
     # The first draft is the history's: its match through the prompt tail ties the cache's
     # (the file's cache holds the same text), and history comes first among the candidates.
@@ -135,7 +135,7 @@ def test_a_rerun_drafts_from_the_prompts_history_from_its_first_step(tmp_path):
     tokens = seq(PROMPT, ANSWER[:1])
     [draft] = again.step_tokens(["q2"], [tokens], [0], None, [len(PROMPT)])
     [_] = again.step_tokens(["q2"], [seq(PROMPT, ANSWER[:1 + 4 + 1])], [4], None, [len(PROMPT)])
-    assert draft.tolist() == ANSWER[1:5] and again.take_source_counts()["history"] == (4, 4)
+    assert draft.tolist() == ANSWER[1:5] and again.take_source_counts(["q2"])["q2"]["history"] == (4, 4)
 
 
 def test_history_seeds_only_a_new_group_and_only_with_completions_from_the_file(tmp_path):
@@ -199,7 +199,8 @@ def test_the_engine_call_reads_prompt_lengths_by_input_batch_row():
     assert drafts[1] == [] and drafts[2] == ANSWER[1:5]
     ctl.engine_step(["a", "x", "b"], [[1], [], [1, 2, 3, 4, 5]], num_tokens + np.array([0, 0, 5, 0]), token_ids,
                     None, num_prompt_tokens=prompts)
-    assert ctl.take_source_counts()["sibling"] == (4, 4)
+    assert ctl.take_source_counts(["a", "x", "b"]) == {"b": {"own": (0, 0), "cache": (0, 0), "sibling": (4, 4),
+                                                             "history": (0, 0), "live": (0, 0)}}
 
 
 @settings(max_examples=60, deadline=None)
@@ -231,10 +232,10 @@ def test_structures_stay_consistent_and_bounded_on_random_streams(seed, group_ma
         drafter.text.check_invariants()
         sizes = drafter.state_sizes()
         assert all(size <= bound for size, bound in sizes.values() if bound is not None), sizes
-    counts = drafter.source_counts()
-    assert all(0 <= accepted <= drafted for drafted, accepted in counts.values())
     for req_id in list(live):
         drafter.forget(req_id)
+    counts = drafter.take_source_counts([f"r{step}" for step in range(40)])
+    assert all(0 <= accepted <= drafted for by_source in counts.values() for drafted, accepted in by_source.values())
     assert all(size == 0 for size, bound in drafter.state_sizes().values() if bound is None)
 
 

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from oracles.controller import DraftController as OracleController
 from specdec.config import SpecConfig
-from specdec.controller import CORE, SOURCES, DraftController
+from specdec.controller import CORE, DraftController
 from specdec.native import load_core
 from specdec.step_cost import StepCost
-from support.native_core import NativeSuffixCache
+from support.native_core import NativeSuffixCache, fix_lookup_time, lookup_seconds
 from support.token_streams import prompt_streams
 
 load_core()  # a missing build fails here, loudly: it is what `make setup` installs
@@ -43,15 +43,8 @@ def _pair(k_max: int, budget_tokens: int, shared: tuple[int, int, int, int] | No
     ref = OracleController(config, settings=settings)
     ref.clock = itertools.cycle([0.0, LOOKUP_S]).__next__  # start and end of each timed lookup
     nat = DraftController(config, settings=settings)
-    nat.fix_lookup_time(LOOKUP_S)
+    fix_lookup_time(nat, LOOKUP_S)
     return ref, nat
-
-
-def sources(ctl: OracleController | DraftController) -> dict[str, tuple[int, int]]:
-    """Per source: (drafted tokens verified, accepted) so far, not zeroed."""
-    if isinstance(ctl, DraftController):
-        return dict(zip(SOURCES, (tuple(c) for c in ctl.drafter.source_counts()), strict=True))
-    return ctl.proposer.source_counts()
 
 
 def dump(ctl: OracleController | DraftController) -> list[tuple[tuple[int, ...], int]]:
@@ -63,10 +56,12 @@ def active_ids(ctl: OracleController | DraftController) -> list[str]:
     return ctl._core.active_ids() if isinstance(ctl, DraftController) else list(ctl._live)
 
 
-def _same_shared_text(ref: OracleController, nat: DraftController) -> None:
+def _same_shared_text(ref: OracleController, nat: DraftController, take: list[str]) -> None:
+    """Also the source counts of the requests `take` (taken from both)."""
     ref_sizes, nat_sizes = ref.state_sizes(), nat.state_sizes()
-    assert [nat_sizes[k] for k in SHARED_SIZES] == [ref_sizes[k] for k in SHARED_SIZES]
-    assert sources(nat) == sources(ref)
+    assert [nat_sizes[k] for k in SHARED_SIZES + ("finished_counts",)] == [
+        ref_sizes[k] for k in SHARED_SIZES + ("finished_counts",)]
+    assert nat.take_source_counts(take) == ref.take_source_counts(take)
 
 
 shared_bounds = st.tuples(st.sampled_from([0, 80, 2_000_000]), st.sampled_from([0, 60, 1_000_000]),
@@ -111,8 +106,8 @@ def test_steps_equal_the_oracle(seed, k_max, budget_tokens, alphabet, shared, pr
         tail = rng.random() < 0.3  # a wave's tail: the budget may draft past k_max
         got = [c.step_tokens(ids, tokens, [accepted[i] for i in rows], cost, prompts, tail) for c in (ref, nat)]
         assert [d.tolist() for d in got[1]] == [d.tolist() for d in got[0]], step
-        assert nat.lookup_s == ref.lookup_s
-        _same_shared_text(ref, nat)
+        assert lookup_seconds(nat) == ref.lookup_s
+        _same_shared_text(ref, nat, ids[::2])  # the other rows' counts pile up, some until finished
         for i, draft in zip(rows, got[0]):
             accepted[i] = int(rng.integers(0, draft.size + 1))
             length[i] = min(streams[i].size, length[i] + accepted[i] + 1)
@@ -126,9 +121,8 @@ def test_steps_equal_the_oracle(seed, k_max, budget_tokens, alphabet, shared, pr
     assert active_ids(nat) == active_ids(ref)
     assert dump(nat) == dump(ref)
     assert nat.state_sizes()["live_requests"] == ref.state_sizes()["live_requests"]
-    _same_shared_text(ref, nat)
-    assert nat.take_source_counts() == ref.take_source_counts()
-    assert sources(nat) == sources(ref)
+    _same_shared_text(ref, nat, [f"q{i}" for i in range(len(streams))])
+    assert nat.take_source_counts([f"q{i}" for i in range(len(streams))]) == {}
 
 
 class VllmBatch:
@@ -214,7 +208,7 @@ def test_engine_steps_equal_the_oracle(seed, k_max, alphabet, max_rows):
         shapes = [None if sample is None else (sample.num_seqs, sample.num_tokens, sample.num_kv_tokens)
                   for _, sample in got]
         assert shapes[1] == shapes[0], step
-        _same_shared_text(ref, nat)
+        _same_shared_text(ref, nat, batch.req_ids[1::2])
         drafts = got[0][0]
     assert active_ids(nat) == active_ids(ref)
     controller_sizes = ("live_requests", "step_drafts", "cache_tokens", "cache_sequences")
@@ -224,10 +218,10 @@ def test_engine_steps_equal_the_oracle(seed, k_max, alphabet, max_rows):
         c.finish_all()  # the last batch, as before a cache file is saved
         assert active_ids(c) == [] and c.state_sizes()["step_drafts"] == (0, None)
     assert dump(nat) == dump(ref)
-    _same_shared_text(ref, nat)
+    _same_shared_text(ref, nat, [f"req{i}" for i in range(len(batch.streams))])
     assert [(d, t.tolist()) for d, t in nat.contents().history()] == [
         (d, t.tolist()) for d, t in ref.proposer.contents().history()]
-    assert nat.take_source_counts() == ref.take_source_counts()
+    assert nat.state_sizes()["finished_counts"] == (0, None)  # all taken
 
 
 def test_engine_step_times_clean_steps_only():
@@ -256,5 +250,5 @@ def test_the_compiled_controller_prices_with_a_step_cost_only():
 def test_calibration_drafts_are_checked_against_k_max():
     nat = DraftController(SpecConfig(method="specdec", k_max=3))
     token_ids = np.zeros((1, 8), dtype=np.int32)
-    with pytest.raises(ValueError, match="forced_k"):
-        nat.engine_step(["a"], [[1]], np.array([4], dtype=np.int32), token_ids, None, forced_k=4)
+    with pytest.raises(ValueError, match="forced_draft_tokens"):
+        nat.engine_step(["a"], [[1]], np.array([4], dtype=np.int32), token_ids, None, forced_draft_tokens=4)

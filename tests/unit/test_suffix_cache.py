@@ -37,7 +37,7 @@ def test_matches_agree_with_a_naive_scan(seqs, context, depth):
     cache = SuffixTrieCache(max_depth=depth)
     for i, seq in enumerate(seqs):
         cache.insert(str(i), np.array(seq, dtype=np.int64))
-    draft = cache.speculate(np.array(context, dtype=np.int64), k=3)
+    draft = cache.speculate(np.array(context, dtype=np.int64), max_draft_tokens=3)
     match_len, num_occ, nexts = naive_speculate(seqs, context, 3, depth)
     assert draft.match_len == match_len
     if nexts:
@@ -103,14 +103,14 @@ def test_files_of_the_first_headed_format_still_load(tmp_path):
     np.savez_compressed(tmp_path / "old.npz", meta=np.asarray(json.dumps(meta)), s0=seqs["a"], s1=seqs["b"])
     loaded = SuffixTrieCache.load(tmp_path / "old.npz", tokenizer="tok")
     assert loaded.max_depth == 5 and list(loaded.contents().ids) == ["a", "b"]
-    assert loaded.speculate(np.array([9, 2, 3]), k=2).tokens.tolist() == [4]  # 4 and 5 tie: the smaller
+    assert loaded.speculate(np.array([9, 2, 3]), max_draft_tokens=2).tokens.tolist() == [4]  # 4 and 5 tie: the smaller
 
 
 def test_speculate_docstring_example():
     cache = SuffixTrieCache()
     cache.insert("a", np.array([1, 2, 3, 9, 9]))
     cache.insert("b", np.array([1, 2, 3, 9, 7]))
-    draft = cache.speculate(np.array([5, 1, 2, 3]), k=3, min_prob=0.4)
+    draft = cache.speculate(np.array([5, 1, 2, 3]), max_draft_tokens=3, min_prob=0.4)
     assert draft.tokens.tolist() == [9, 7] and draft.probs.tolist() == [1.0, 0.5] and draft.match_len == 3
 
 
@@ -118,9 +118,9 @@ def test_low_confidence_continuations_are_cut():
     cache = SuffixTrieCache(max_depth=8)
     for i, tail in enumerate([[9, 9], [9, 8], [9, 7], [9, 6]]):  # after 1 2 3: 9, then anything
         cache.insert(str(i), np.array([1, 2, 3, *tail]))
-    sure = cache.speculate(np.array([5, 1, 2, 3]), k=4, min_prob=0.0)
+    sure = cache.speculate(np.array([5, 1, 2, 3]), max_draft_tokens=4, min_prob=0.0)
     assert sure.tokens.tolist()[0] == 9 and sure.probs[0] == 1.0 and sure.probs[1] == 0.25
-    cut = cache.speculate(np.array([5, 1, 2, 3]), k=4, min_prob=0.5)
+    cut = cache.speculate(np.array([5, 1, 2, 3]), max_draft_tokens=4, min_prob=0.5)
     assert cut.tokens.tolist() == [9]
 
 

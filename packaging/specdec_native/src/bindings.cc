@@ -1,7 +1,6 @@
 // Python bindings (nanobind): specdec_native._core.Drafter and SuffixCache; the module.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
-#include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -36,11 +35,12 @@ void check_prompt_lens(const std::vector<int64_t>& prompt_lens, size_t rows) {
 }
 
 // A batch: every row's tokens in (row i: request ids[i], its tokens rows(i)), then every row
-// drafts ks[i] tokens, its draft and confidences written at row i of the outputs.
-template <typename Rows, typename Ks>
-void propose_all(Drafter& d, const std::vector<std::string>& ids, const Rows& rows, const Ks& ks,
-                 const std::vector<int64_t>& prompt_lens, int64_t* drafts, double* conf, int64_t* lengths,
-                 int64_t width) {
+// drafts at most max_draft_tokens(i) tokens, its draft and confidences written at row i of
+// the outputs (rows `stride` apart), its length at num_draft_tokens[i].
+template <typename Rows, typename Counts>
+void propose_all(Drafter& d, const std::vector<std::string>& ids, const Rows& rows, const Counts& max_draft_tokens,
+                 const std::vector<int64_t>& prompt_lens, int64_t* drafts, double* conf, int64_t* num_draft_tokens,
+                 int64_t stride) {
   std::vector<Drafter::Request*> records(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     records[i] = &d.request(ids[i]);
@@ -48,41 +48,45 @@ void propose_all(Drafter& d, const std::vector<std::string>& ids, const Rows& ro
   }
   d.maintain();
   for (size_t i = 0; i < ids.size(); ++i)
-    d.draft(*records[i], static_cast<int>(ks(i)), drafts + i * width, conf + i * width, lengths + i);
+    d.draft(*records[i], static_cast<int>(max_draft_tokens(i)), drafts + i * stride, conf + i * stride,
+            num_draft_tokens + i);
 }
 
 nb::tuple propose_batch(PyDrafter& py, const std::vector<std::string>& ids, const std::vector<AnyVec>& tokens,
-                        const I64Vec& ks, const std::vector<int64_t>& prompt_lens) {
+                        const I64Vec& max_draft_tokens, const std::vector<int64_t>& prompt_lens) {
   size_t rows = ids.size();
-  if (tokens.size() != rows || ks.shape(0) != rows) throw std::invalid_argument("ids, tokens and ks differ in length");
+  if (tokens.size() != rows || max_draft_tokens.shape(0) != rows)
+    throw std::invalid_argument("ids, tokens and max_draft_tokens differ in length");
   check_prompt_lens(prompt_lens, rows);
-  int64_t width = 0;
-  for (size_t i = 0; i < rows; ++i) width = std::max(width, ks(i));
-  auto drafts = owned<int64_t>({rows, static_cast<size_t>(width)});
-  auto lengths = owned<int64_t>({rows});
-  auto conf = owned<double>({rows, static_cast<size_t>(width)});
-  propose_all(py.d, ids, [&](size_t i) { return vector_row(tokens[i], ids[i]); }, [&](size_t i) { return ks(i); },
-              prompt_lens, drafts.data(), conf.data(), lengths.data(), width);
-  return nb::make_tuple(drafts, lengths, conf);
+  int64_t stride = 0;
+  for (size_t i = 0; i < rows; ++i) stride = std::max(stride, max_draft_tokens(i));
+  auto drafts = owned<int64_t>({rows, static_cast<size_t>(stride)});
+  auto num_draft_tokens = owned<int64_t>({rows});
+  auto conf = owned<double>({rows, static_cast<size_t>(stride)});
+  propose_all(py.d, ids, [&](size_t i) { return vector_row(tokens[i], ids[i]); },
+              [&](size_t i) { return max_draft_tokens(i); }, prompt_lens, drafts.data(), conf.data(),
+              num_draft_tokens.data(), stride);
+  return nb::make_tuple(drafts, num_draft_tokens, conf);
 }
 
 // The per-step path: row i's tokens are the bound buffer's row buffer_rows[i], [0,
 // num_tokens[i]); its draft and confidences go to row i of the bound outputs.
 void propose_rows(PyDrafter& py, const std::vector<std::string>& ids, const std::vector<int64_t>& buffer_rows,
-                  const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& ks,
+                  const std::vector<int64_t>& num_tokens, const std::vector<int64_t>& max_draft_tokens,
                   const std::vector<int64_t>& prompt_lens) {
   size_t rows = ids.size();
-  if (num_tokens.size() != rows || ks.size() != rows || buffer_rows.size() != rows)
-    throw std::invalid_argument("ids, buffer_rows, num_tokens and ks differ in length");
+  if (num_tokens.size() != rows || max_draft_tokens.size() != rows || buffer_rows.size() != rows)
+    throw std::invalid_argument("ids, buffer_rows, num_tokens and max_draft_tokens differ in length");
   check_prompt_lens(prompt_lens, rows);
   if (!py.out_lengths.is_valid()) throw std::invalid_argument("bind the outputs first");
-  int64_t width = static_cast<int64_t>(py.out_tokens.shape(1));
+  int64_t stride = static_cast<int64_t>(py.out_tokens.shape(1));
   if (rows > py.out_lengths.shape(0)) throw std::invalid_argument("more rows than the bound outputs hold");
   for (size_t i = 0; i < rows; ++i)
-    if (ks[i] > width) throw std::invalid_argument("k larger than the bound outputs are wide");
+    if (max_draft_tokens[i] > stride)
+      throw std::invalid_argument("max_draft_tokens larger than the bound outputs are wide");
   propose_all(py.d, ids, [&](size_t i) { return buffer_row(py.tokens, buffer_rows[i], num_tokens[i], ids[i]); },
-              [&](size_t i) { return ks[i]; }, prompt_lens, py.out_tokens.data(), py.out_conf.data(),
-              py.out_lengths.data(), width);
+              [&](size_t i) { return max_draft_tokens[i]; }, prompt_lens, py.out_tokens.data(), py.out_conf.data(),
+              py.out_lengths.data(), stride);
 }
 
 void bind_outputs(PyDrafter& py, I64OutMat toks, I64Out lengths, F64OutMat conf) {
@@ -103,8 +107,8 @@ double feedback_rows(PyDrafter& py, const std::vector<std::string>& ids, const s
   return py.d.best_confidence();
 }
 
-nb::tuple speculate(SuffixCache& c, const I32Vec& context, int k, double min_prob) {
-  specdec::CacheDraft got = c.speculate(context.data(), context.shape(0), k, min_prob);
+nb::tuple speculate(SuffixCache& c, const I32Vec& context, int max_draft_tokens, double min_prob) {
+  specdec::CacheDraft got = c.speculate(context.data(), context.shape(0), max_draft_tokens, min_prob);
   auto toks = owned<int64_t>({got.tokens.size()});
   auto probs = owned<double>({got.probs.size()});
   for (size_t i = 0; i < got.tokens.size(); ++i) {
@@ -172,14 +176,24 @@ void load_history(Drafter& d, const U64Vec& digests, const I64CVec& lengths, con
   }
 }
 
-// (drafted and verified, accepted) per source: own, cache, sibling, history, live.
-std::vector<std::pair<int64_t, int64_t>> source_counts(Drafter& d, bool reset) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (auto& c : d.source_counts()) {
-    out.emplace_back(c[0], c[1]);
-    if (reset) c = {0, 0};
+// Per request id with counts: {source name: (drafted and verified, accepted)}, then zeroed.
+nb::dict take_source_counts(Drafter& d, const std::vector<std::string>& ids) {
+  nb::dict out;
+  specdec::SourceCounts counts;
+  for (const std::string& id : ids) {
+    if (!d.take_source_counts(id, counts)) continue;
+    nb::dict by_source;
+    for (int s = 0; s < specdec::kNumSources; ++s)
+      by_source[specdec::kSourceNames[s]] = nb::make_tuple(counts[s][0], counts[s][1]);
+    out[nb::str(id.data(), id.size())] = by_source;
   }
   return out;
+}
+
+nb::tuple source_names() {
+  nb::list names;
+  for (const char* name : specdec::kSourceNames) names.append(name);
+  return nb::tuple(names);
 }
 
 uint64_t digest_of(const AnyVec& toks) {
@@ -192,39 +206,49 @@ uint64_t digest_of(const AnyVec& toks) {
 
 NB_MODULE(_core, m) {
   m.doc() = "specdec's compiled drafting core (see specdec/controller.py)";
+  m.attr("DRAFT_SOURCES") = source_names();  // where a drafted token came from, in counter order
   nb::class_<SuffixCache>(m, "SuffixCache")
       .def(nb::init<int, uint64_t>(), "max_depth"_a, "max_tokens"_a)
       .def("insert", [](SuffixCache& c, const std::string& id, const I32Vec& t) { c.insert(id, t.data(), t.shape(0)); })
       .def("remove", &SuffixCache::remove)
-      .def("speculate", &speculate, "context"_a, "k"_a, "min_prob"_a = 0.0)
+      .def("speculate", &speculate, "context"_a, "max_draft_tokens"_a, "min_prob"_a)
       .def("__len__", &SuffixCache::num_sequences)
       .def("__contains__", &SuffixCache::contains)
       .def_prop_ro("num_tokens", &SuffixCache::num_tokens)
       .def_prop_ro("num_nodes", &SuffixCache::num_nodes)
       .def_prop_ro("max_tokens", &SuffixCache::max_tokens)
       .def_prop_ro("max_depth", &SuffixCache::max_depth)
-      .def("memory_bytes", &SuffixCache::memory_bytes)
       .def("sequences", &sequences)
       .def("dump", &SuffixCache::dump)
       .def("check_invariants", &SuffixCache::check_invariants);
   nb::class_<PyDrafter>(m, "Drafter")
-      .def("__init__", [](PyDrafter* d, int max_depth, uint64_t max_tokens, int n_min, int n_max, double min_prob,
-                          int min_cache_match, uint64_t group_max_tokens, uint64_t history_max_tokens,
-                          int history_per_prompt, uint64_t live_slack_tokens) {
+      .def("__init__", [](PyDrafter* d, int cache_max_depth, uint64_t cache_max_tokens, int lookup_min,
+                          int lookup_max, double cache_min_prob, int min_cache_match, uint64_t group_max_tokens,
+                          uint64_t history_max_tokens, int history_per_prompt, uint64_t live_slack_tokens) {
              if (history_per_prompt < 0) throw std::invalid_argument("history_per_prompt must be >= 0");
-             new (d) PyDrafter(DrafterConfig{max_depth, max_tokens, n_min, n_max, min_prob, min_cache_match,
-                                             group_max_tokens, history_max_tokens, history_per_prompt,
-                                             live_slack_tokens});
-           }, "max_depth"_a, "max_tokens"_a, "n_min"_a, "n_max"_a, "min_prob"_a, "min_cache_match"_a,
-           "group_max_tokens"_a, "history_max_tokens"_a, "history_per_prompt"_a, "live_slack_tokens"_a)
-      .def("propose_batch", &propose_batch, "ids"_a, "tokens"_a, "ks"_a, "prompt_lens"_a)
+             DrafterConfig cfg;
+             cfg.cache_max_depth = cache_max_depth;
+             cfg.cache_max_tokens = cache_max_tokens;
+             cfg.lookup_min = lookup_min;
+             cfg.lookup_max = lookup_max;
+             cfg.cache_min_prob = cache_min_prob;
+             cfg.min_cache_match = min_cache_match;
+             cfg.group_max_tokens = group_max_tokens;
+             cfg.history_max_tokens = history_max_tokens;
+             cfg.history_per_prompt = history_per_prompt;
+             cfg.live_slack_tokens = live_slack_tokens;
+             new (d) PyDrafter(cfg);
+           }, nb::kw_only(), "cache_max_depth"_a, "cache_max_tokens"_a, "lookup_min"_a, "lookup_max"_a,
+           "cache_min_prob"_a, "min_cache_match"_a, "group_max_tokens"_a, "history_max_tokens"_a,
+           "history_per_prompt"_a, "live_slack_tokens"_a)
+      .def("propose_batch", &propose_batch, "ids"_a, "tokens"_a, "max_draft_tokens"_a, "prompt_lens"_a)
       .def("bind_tokens", [](PyDrafter& py, AnyMat t) { py.tokens = t; }, "token_ids"_a)
       .def("bind_outputs", &bind_outputs, "tokens"_a, "lengths"_a, "confidence"_a)
-      .def("propose_rows", &propose_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "ks"_a, "prompt_lens"_a)
+      .def("propose_rows", &propose_rows, "ids"_a, "buffer_rows"_a, "num_tokens"_a, "max_draft_tokens"_a,
+           "prompt_lens"_a)
       .def("feedback_rows", &feedback_rows, "ids"_a, "num_drafted"_a, "num_accepted"_a)
       .def("forget", [](PyDrafter& py, const std::string& id) { py.d.forget(id); })
       .def("best_confidence", [](PyDrafter& py) { return py.d.best_confidence(); })
-      .def("table", [](PyDrafter& py) { return nb::make_tuple(py.d.table().accepted(), py.d.table().rejected()); })
       .def("set_table", [](PyDrafter& py, const std::vector<double>& acc, const std::vector<double>& rej) {
              auto& table = py.d.table();
              if (acc.size() != table.accepted().size() || rej.size() != acc.size())
@@ -234,43 +258,38 @@ NB_MODULE(_core, m) {
            })
       .def_prop_ro("cache", [](PyDrafter& py) -> SuffixCache& { return py.d.cache(); }, nb::rv_policy::reference_internal)
       .def_prop_ro("num_requests", [](PyDrafter& py) { return py.d.num_requests(); })
-      .def("memory_bytes", [](PyDrafter& py) { return py.d.memory_bytes(); })
       .def("history", [](PyDrafter& py) { return history_arrays(py.d); })
       .def("load_history", [](PyDrafter& py, const U64Vec& digests, const I64CVec& lengths, const I32Vec& tokens) {
              load_history(py.d, digests, lengths, tokens);
            }, "digests"_a, "lengths"_a, "tokens"_a)
-      .def("source_counts", [](PyDrafter& py) { return source_counts(py.d, false); })
-      .def("take_source_counts", [](PyDrafter& py) { return source_counts(py.d, true); })
+      .def("take_source_counts", [](PyDrafter& py, const std::vector<std::string>& ids) {
+             return take_source_counts(py.d, ids);
+           }, "req_ids"_a)
+      .def_prop_ro("num_finished_counts", [](PyDrafter& py) { return py.d.num_finished_counts(); })
       .def("group_digests", [](PyDrafter& py) { return py.d.groups().digests(); })
-      .def("group_slots", [](PyDrafter& py, uint64_t digest) {
-             // per member slot: 1 if a history completion (tests)
-             const specdec::PromptGroup* g = py.d.groups().find(digest);
-             if (!g) throw std::invalid_argument("no group of that digest");
-             return std::vector<int>(g->from_history.begin(), g->from_history.end());
-           }, "digest"_a)
       .def_prop_ro("group_tokens", [](PyDrafter& py) { return py.d.groups().num_tokens(); })
       .def_prop_ro("live_group_tokens", [](PyDrafter& py) { return py.d.groups().live_group_tokens(); })
       .def_prop_ro("num_members", [](PyDrafter& py) { return py.d.num_members(); })
       .def_prop_ro("live_index_tokens", [](PyDrafter& py) { return py.d.live_index().num_tokens(); })
-      .def_prop_ro("live_index_members", [](PyDrafter& py) { return py.d.live_index().num_slots(); })
       .def_prop_ro("live_request_tokens", [](PyDrafter& py) { return py.d.live_tokens(); })
       .def_prop_ro("live_slack_tokens", [](PyDrafter& py) { return py.d.config().live_slack_tokens; })
       .def_prop_ro("num_live_rebuilds", [](PyDrafter& py) { return py.d.num_live_rebuilds(); })
-      .def_prop_ro("history_tokens", [](PyDrafter& py) { return py.d.history().num_tokens(); })
-      .def_prop_ro("history_completions", [](PyDrafter& py) { return py.d.history().num_completions(); });
+      .def_prop_ro("history_tokens", [](PyDrafter& py) { return py.d.history().num_tokens(); });
   nb::class_<MultiIndex>(m, "MultiIndex")
-      .def(nb::init<int>(), "n_max"_a)
+      .def(nb::init<int>(), "lookup_max"_a)
       .def("add", [](MultiIndex& x, const I32Vec& t) { return x.add(t.data(), t.shape(0)); }, "tokens"_a)
       .def("extend", [](MultiIndex& x, int32_t slot, const I32Vec& t) {
              if (slot < 0 || static_cast<size_t>(slot) >= x.num_slots()) throw std::invalid_argument("no such slot");
              x.extend(slot, t.data(), t.shape(0));
            }, "slot"_a, "tokens"_a)
-      .def("lookup", [](const MultiIndex& x, const I32Vec& context, int32_t exclude_slot, int n_min) -> nb::object {
+      .def("lookup", [](const MultiIndex& x, const I32Vec& context, int32_t exclude_slot,
+                        int lookup_min) -> nb::object {
              const int32_t* c = context.data();
-             specdec::MultiMatch got = x.lookup([c](size_t i) { return c[i]; }, context.shape(0), exclude_slot, n_min);
+             specdec::MultiMatch got =
+                 x.lookup([c](size_t i) { return c[i]; }, context.shape(0), exclude_slot, lookup_min);
              if (got.slot < 0) return nb::none();
              return nb::make_tuple(got.slot, got.end, got.len);
-           }, "context"_a, "exclude_slot"_a = -1, "n_min"_a = 1)
+           }, "context"_a, "exclude_slot"_a, "lookup_min"_a)
       .def("sequence", [](const MultiIndex& x, int32_t slot) { return x.tokens(slot); }, "slot"_a)
       .def("__len__", &MultiIndex::num_slots)
       .def_prop_ro("num_tokens", &MultiIndex::num_tokens)

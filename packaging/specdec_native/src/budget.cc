@@ -35,11 +35,11 @@ void first_draft_thresholds(const StepCost& cost, const std::vector<int64_t>& co
   for (double& t : out) t = static_cast<double>(num_rows) * (t + lookup_s) / base;
 }
 
-void allocate_drafts(const std::vector<int64_t>& lengths, const std::vector<double>& gains,
+void allocate_drafts(const std::vector<int64_t>& num_draft_tokens, const std::vector<double>& gains,
                      const std::vector<int64_t>& contexts, const StepCost& cost, std::vector<int64_t>& out,
                      std::vector<uint32_t>& order) {
-  const int64_t num_rows = static_cast<int64_t>(lengths.size());
-  out.assign(lengths.size(), 0);
+  const int64_t num_rows = static_cast<int64_t>(num_draft_tokens.size());
+  out.assign(num_draft_tokens.size(), 0);
   const size_t total = gains.size();
   if (total == 0) return;
   const int64_t num_kv = sum(contexts);
@@ -50,8 +50,8 @@ void allocate_drafts(const std::vector<int64_t>& lengths, const std::vector<doub
   // row (the reference's stable lexsort on (-key, position)).
   std::vector<uint32_t> row_of(total), pos_of(total);
   std::vector<double> key(total);
-  for (size_t i = 0, at = 0; i < lengths.size(); ++i)
-    for (int64_t j = 0; j < lengths[i]; ++j, ++at) {
+  for (size_t i = 0, at = 0; i < num_draft_tokens.size(); ++i)
+    for (int64_t j = 0; j < num_draft_tokens[i]; ++j, ++at) {
       row_of[at] = static_cast<uint32_t>(i);
       pos_of[at] = static_cast<uint32_t>(j);
       key[at] = gains[at] / unit[i];

@@ -60,17 +60,17 @@ void Controller::time_lookups(double seconds, int64_t num_looked_up) {
 
 void Controller::step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows,
                       const int64_t* accepted, const int64_t* prompt_lens, const StepCost* cost, bool tail,
-                      int64_t* drafts, int64_t* lengths, int64_t width) {
+                      int64_t* drafts, int64_t* num_draft_tokens) {
   const size_t n = ids.size();
+  const size_t stride = static_cast<size_t>(cfg_.k_ceiling);
   if (rows.size() != n) throw std::invalid_argument("ids and rows differ in length");
-  if (width < cfg_.k_ceiling) throw std::invalid_argument("drafts narrower than k_ceiling");
   lives_.resize(n);
   for (size_t i = 0; i < n; ++i) lives_[i] = &observe(ids[i], accepted[i]);
   for (size_t i = 0; i < n; ++i)
     if (lives_[i]->verified_drafted)
       drafter_.feedback(*lives_[i]->request, lives_[i]->verified_drafted, lives_[i]->verified_accepted);
   // Free rows, nothing waits: with a budget the rows may go up to the ceiling.
-  ks_.assign(n, cost && tail ? cfg_.k_ceiling : cfg_.k_max);
+  num_draft_tokens_.assign(n, cost && tail ? cfg_.k_ceiling : cfg_.k_max);
   const double overall = overall_rate();
   if (cost) {
     contexts_.resize(n);
@@ -79,41 +79,40 @@ void Controller::step(const std::vector<std::string>& ids, const std::vector<Row
     first_draft_thresholds(*cost, contexts_, lookup_s, thresholds_);
     double ceiling = std::min(drafter_.best_confidence(), cfg_.max_token_gain);
     for (size_t i = 0; i < n; ++i)
-      if (!(ceiling * relative_acceptance(*lives_[i], overall) > thresholds_[i])) ks_[i] = 0;
+      if (!(ceiling * relative_acceptance(*lives_[i], overall) > thresholds_[i])) num_draft_tokens_[i] = 0;
   }
-  conf_.resize(n * static_cast<size_t>(width));
+  conf_.resize(n * stride);
   double started = fixed_lookup_s >= 0 ? 0.0 : thread_seconds();
   // Every row's new tokens first, so that each row's lookups see what the whole batch wrote.
   for (size_t i = 0; i < n; ++i)
     drafter_.ingest(*lives_[i]->request, ids[i], rows[i], prompt_lens ? prompt_lens[i] : -1);
   drafter_.maintain();
   for (size_t i = 0; i < n; ++i)
-    drafter_.draft(*lives_[i]->request, static_cast<int>(ks_[i]), drafts + i * width, conf_.data() + i * width,
-                   lengths + i);
+    drafter_.draft(*lives_[i]->request, static_cast<int>(num_draft_tokens_[i]), drafts + i * stride,
+                   conf_.data() + i * stride, num_draft_tokens + i);
   if (cost) {
     double elapsed = fixed_lookup_s >= 0 ? fixed_lookup_s : thread_seconds() - started;
     int64_t looked_up = 0;
-    for (size_t i = 0; i < n; ++i) looked_up += ks_[i] > 0;
+    for (size_t i = 0; i < n; ++i) looked_up += num_draft_tokens_[i] > 0;
     time_lookups(elapsed, looked_up);
     // Each position's acceptance probability: the drafter's confidence scaled by how this
     // request fares against the run, chained along the draft.
     gains_.clear();
-    std::vector<int64_t>& row_lengths = ks_;  // reused: the lengths the budget chooses from
     for (size_t i = 0; i < n; ++i) {
       double relative = relative_acceptance(*lives_[i], overall);
       double product = 1.0;
-      const double* conf = conf_.data() + i * width;
-      for (int64_t j = 0; j < lengths[i]; ++j) {
+      const double* conf = conf_.data() + i * stride;
+      for (int64_t j = 0; j < num_draft_tokens[i]; ++j) {
         double x = std::min(conf[j] * relative, cfg_.max_token_gain);
         product = j == 0 ? x : product * x;
         gains_.push_back(product);
       }
-      row_lengths[i] = lengths[i];
+      num_draft_tokens_[i] = num_draft_tokens[i];  // what the budget chooses from
     }
-    allocate_drafts(row_lengths, gains_, contexts_, *cost, alloc_, order_);
-    for (size_t i = 0; i < n; ++i) lengths[i] = alloc_[i];
+    allocate_drafts(num_draft_tokens_, gains_, contexts_, *cost, budget_draft_tokens_, order_);
+    for (size_t i = 0; i < n; ++i) num_draft_tokens[i] = budget_draft_tokens_[i];
   }
-  for (size_t i = 0; i < n; ++i) lives_[i]->pending_draft = lengths[i];
+  for (size_t i = 0; i < n; ++i) lives_[i]->pending_draft = num_draft_tokens[i];
 }
 
 bool Controller::finish(const std::string& id) {

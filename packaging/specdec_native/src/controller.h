@@ -13,13 +13,15 @@
 
 namespace specdec {
 
+// The controller's settings, named as in Python (SpecConfig, CoreSettings), which alone holds
+// their values.
 struct ControllerConfig {
-  int k_max = 5;
-  int k_ceiling = 5;  // with a budget, in a wave's tail: the rows at k_max may draft this many
-  double acceptance_decay = 0.9;
-  double prior_weight = 2.0;
-  double max_token_gain = 0.99;
-  double lookup_decay = 0.9;
+  int k_max;
+  int k_ceiling;  // with a budget, in a wave's tail: the rows at k_max may draft this many
+  double acceptance_decay;
+  double prior_weight;
+  double max_token_gain;
+  double lookup_decay;
 };
 
 // Per-token acceptance of one request's drafts, shrunk towards the run's: each verified draft
@@ -45,10 +47,9 @@ class Controller {
   // accepted[i] tokens were accepted, its prompt prompt_lens[i] tokens long (< 0 or no array:
   // unknown); with a cost model the batch budget sizes the drafts (in a wave's `tail`, rows at
   // k_max may draft up to k_ceiling).
-  // Row i's draft goes to drafts[i * width ..], its length to lengths[i] (width >= k_ceiling).
+  // Row i's draft goes to drafts[i * k_ceiling ..], its length to num_draft_tokens[i].
   void step(const std::vector<std::string>& ids, const std::vector<RowTokens>& rows, const int64_t* accepted,
-            const int64_t* prompt_lens, const StepCost* cost, bool tail, int64_t* drafts, int64_t* lengths,
-            int64_t width);
+            const int64_t* prompt_lens, const StepCost* cost, bool tail, int64_t* drafts, int64_t* num_draft_tokens);
   // The request left the batch: its tokens enter the cache. False: it was not live.
   bool finish(const std::string& id);
   // `finish` every live request not among `present`, oldest first (the engine noticed they
@@ -56,6 +57,7 @@ class Controller {
   void retire_missing(const std::vector<std::string>& present);
   std::vector<std::string> active_ids() const;  // in the order they started
   size_t num_live() const { return live_.size(); }
+  const ControllerConfig& config() const { return cfg_; }
 
   double lookup_s = 0.0;  // the drafter's thread CPU seconds per row looked up (moving average)
   double fixed_lookup_s = -1.0;  // >= 0: every lookup call counts as this long (tests)
@@ -84,7 +86,7 @@ class Controller {
   uint64_t next_serial_ = 0;
   // per-step scratch, kept to avoid allocations
   std::vector<Live*> lives_;
-  std::vector<int64_t> ks_, alloc_, contexts_;
+  std::vector<int64_t> num_draft_tokens_, budget_draft_tokens_, contexts_;
   std::vector<double> conf_, gains_, thresholds_;
   std::vector<uint32_t> order_;
 };

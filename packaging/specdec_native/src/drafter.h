@@ -18,21 +18,27 @@
 
 namespace specdec {
 
+// The drafter's settings, named as in Python (specdec/controller.py CoreSettings, SpecConfig),
+// which alone holds their values.
 struct DrafterConfig {
-  int max_depth = 24;
-  uint64_t max_tokens = 4000000;
-  int n_min = 1;
-  int n_max = 16;
-  double min_prob = 0.1;
-  int min_cache_match = 1;
-  uint64_t group_max_tokens = 2000000;
-  uint64_t history_max_tokens = 1000000;
-  int history_per_prompt = 16;
-  uint64_t live_slack_tokens = 65536;  // the live index is rebuilt past 2 x live tokens + this
+  int cache_max_depth;
+  uint64_t cache_max_tokens;
+  int lookup_min;
+  int lookup_max;
+  double cache_min_prob;
+  int min_cache_match;
+  uint64_t group_max_tokens;
+  uint64_t history_max_tokens;
+  int history_per_prompt;
+  uint64_t live_slack_tokens;  // the live index is rebuilt past 2 x live tokens + this
 };
 
-// Where a drafted token came from (the order candidates are considered in).
+// Where a drafted token came from (the order candidates are considered in), and its name
+// (the module's DRAFT_SOURCES, which specdec reads).
 enum Source : int { kFromOwn, kFromCache, kFromSibling, kFromHistory, kFromLive, kNumSources };
+constexpr std::array<const char*, kNumSources> kSourceNames = {"own", "cache", "sibling", "history", "live"};
+// (drafted and verified, accepted) tokens per Source
+using SourceCounts = std::array<std::array<int64_t, 2>, kNumSources>;
 
 // Acceptance counts per evidence bucket (tests/oracles/confidence.py).
 class ConfidenceTable {
@@ -82,19 +88,20 @@ class Drafter {
  public:
   explicit Drafter(const DrafterConfig& cfg)
       : cfg_(cfg),
-        cache_(cfg.max_depth, cfg.max_tokens),
+        cache_(cfg.cache_max_depth, cfg.cache_max_tokens),
         history_(cfg.history_max_tokens, static_cast<size_t>(cfg.history_per_prompt)),
-        groups_(cfg.group_max_tokens, cfg.n_max),
-        live_(std::make_unique<MultiIndex>(cfg.n_max)) {}
+        groups_(cfg.group_max_tokens, cfg.lookup_max),
+        live_(std::make_unique<MultiIndex>(cfg.lookup_max)) {}
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;
 
   // One request: its own-text index, its last draft's buckets, where it sits in its prompt
   // group and in the live index.
   struct Request {
-    explicit Request(int n_max) : index(n_max) {}
+    explicit Request(int lookup_max) : index(lookup_max) {}
     OwnIndex index;
     std::vector<int8_t> buckets;  // evidence bucket of each token of the last draft
+    SourceCounts source_counts{};  // its verified drafts' tokens, not yet taken
     bool seen = false;            // joined its group and the live index
     int64_t prompt_len = -1;      // -1: unknown (no group, no history)
     uint64_t digest = 0;
@@ -123,12 +130,15 @@ class Drafter {
   // The bounds: the live index rebuilt when finished requests dominate it, then idle groups
   // dropped while the groups hold too many tokens.
   void maintain();
-  // At most k draft tokens continuing the request's tokens, and their confidences.
-  void draft(Request& r, int k, int64_t* draft_out, double* conf_out, int64_t* len_out);
+  // At most num_draft_tokens tokens continuing the request's tokens, and their confidences.
+  void draft(Request& r, int num_draft_tokens, int64_t* draft_out, double* conf_out, int64_t* len_out);
   void feedback(const std::string& id, int64_t num_drafted, int64_t num_accepted);
-  void feedback(const Request& r, int64_t num_drafted, int64_t num_accepted);
-  // Its tokens enter the cache, its completion the history; its record is freed.
+  void feedback(Request& r, int64_t num_drafted, int64_t num_accepted);
+  // Its tokens enter the cache, its completion the history; its record is freed (its source
+  // counts, unless all zero, wait in the finished counts until taken).
   void forget(const std::string& id);
+  // The request's source counts (live or finished), then zeroed; false: it has none.
+  bool take_source_counts(const std::string& id, SourceCounts& out);
   Request& request(const std::string& id);  // the request's record (made on first use)
   double best_confidence() const { return table_.best(); }
 
@@ -140,22 +150,22 @@ class Drafter {
   uint64_t live_tokens() const { return live_tokens_; }
   size_t num_live_rebuilds() const { return num_live_rebuilds_; }
   const DrafterConfig& config() const { return cfg_; }
-  // (drafted and verified, accepted) tokens per Source
-  std::array<std::array<int64_t, 2>, kNumSources>& source_counts() { return source_counts_; }
+  // finished requests whose source counts were not taken yet (an entry leaves only when taken)
+  size_t num_finished_counts() const { return finished_counts_.size(); }
   size_t num_requests() const { return requests_.size(); }
   size_t num_members() const {  // requests seen and not forgotten (in the live set)
     size_t n = 0;
     for (const auto& [id, r] : requests_) n += r->seen;
     return n;
   }
-  size_t memory_bytes() const;
 
  private:
   void join(Request& r, int64_t prompt_len);
   void feed(Request& r, size_t from);  // tokens[from..] of r's sequence into its group and the live index
   void rebuild_live();
-  Candidate best_candidate(const Request& r, const std::vector<int32_t>& extra, int k);
-  Candidate own_candidate(const Request& r, const std::vector<int32_t>& extra, int k, int& own_len) const;
+  Candidate best_candidate(const Request& r, const std::vector<int32_t>& extra, int num_draft_tokens);
+  Candidate own_candidate(const Request& r, const std::vector<int32_t>& extra, int num_draft_tokens,
+                          int& own_len) const;
 
   DrafterConfig cfg_;
   SuffixCache cache_;
@@ -166,9 +176,9 @@ class Drafter {
   uint64_t live_tokens_ = 0;  // member tokens of the requests not yet forgotten
   size_t num_live_rebuilds_ = 0;
   uint64_t next_serial_ = 0;
-  std::array<std::array<int64_t, 2>, kNumSources> source_counts_{};
+  std::unordered_map<std::string, SourceCounts> finished_counts_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
-  std::vector<int32_t> tail_;  // scratch: a context's last max_depth tokens
+  std::vector<int32_t> tail_;  // scratch: a context's last cache_max_depth tokens
 };
 
 template <typename T>

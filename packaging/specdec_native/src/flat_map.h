@@ -66,7 +66,6 @@ class FlatMap {
   }
 
   size_t size() const { return size_; }
-  size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot); }
 
  private:
   struct Slot {

@@ -1,11 +1,11 @@
 // An index over several member sequences (a prompt group's siblings and history completions,
 // or every running request): for a context, the most recent earlier occurrence of its longest
-// suffix (up to n_max tokens) in any member, optionally not in one excluded member. The Python
+// suffix (up to lookup_max tokens) in any member, optionally not in one excluded member. The Python
 // reference (tests/oracles/multi_index.py) keys a dict by token tuples; this is the same
 // contract as a compacted trie like own_index.h.
 //
 // Position p of member s is indexed once token p+1 of s exists; its key of length d is the d
-// tokens ending at p (d <= n_max). The trie holds every indexed position's tokens read
+// tokens ending at p (d <= lookup_max). The trie holds every indexed position's tokens read
 // backwards; a node stands for every key length on the edge into it, and keeps two anchors:
 // `newest`, the last indexed position through it, and `other`, the last one whose member is
 // not newest's. A lookup excluding member x takes newest, or other when newest is x's.
@@ -27,8 +27,8 @@ struct MultiMatch {
 
 class MultiIndex {
  public:
-  explicit MultiIndex(int n_max) : n_max_(n_max), nodes_(1) {
-    if (n_max < 1 || n_max > 255) throw std::invalid_argument("n_max must lie in [1, 255]");
+  explicit MultiIndex(int lookup_max) : lookup_max_(lookup_max), nodes_(1) {
+    if (lookup_max < 1 || lookup_max > 255) throw std::invalid_argument("lookup_max must lie in [1, 255]");
   }
 
   // A new member with tokens[0..n): its slot (0, 1, ... in order of adding).
@@ -50,19 +50,14 @@ class MultiIndex {
   }
 
   // The most recent position (not in member `exclude`; -1 excludes nothing) whose key is the
-  // longest suffix of the context, at least n_min long. `at(i)` is context token i of n.
+  // longest suffix of the context, at least lookup_min long. `at(i)` is context token i of n.
   template <typename At>
-  MultiMatch lookup(const At& at, size_t n, int32_t exclude, int n_min) const;
+  MultiMatch lookup(const At& at, size_t n, int32_t exclude, int lookup_min) const;
 
   const std::vector<int32_t>& tokens(int32_t slot) const { return seqs_[slot]; }
   size_t num_slots() const { return seqs_.size(); }
   uint64_t num_tokens() const { return num_tokens_; }
   size_t num_nodes() const { return nodes_.size(); }
-  size_t memory_bytes() const {
-    size_t total = nodes_.capacity() * sizeof(Node) + edges_.memory_bytes() + seqs_.capacity() * sizeof(seqs_[0]);
-    for (const auto& s : seqs_) total += s.capacity() * sizeof(int32_t);
-    return total;
-  }
 
  private:
   struct Anchor {
@@ -92,7 +87,7 @@ class MultiIndex {
   }
   void insert(int32_t slot, uint32_t p);
 
-  int n_max_;
+  int lookup_max_;
   std::vector<Node> nodes_;  // node 0 is the root
   FlatMap edges_;            // (node, token) -> child
   std::vector<std::vector<int32_t>> seqs_;
@@ -101,7 +96,7 @@ class MultiIndex {
 
 inline void MultiIndex::insert(int32_t slot, uint32_t p) {
   const std::vector<int32_t>& seq = seqs_[slot];
-  const uint32_t len = std::min<uint32_t>(n_max_, p + 1);
+  const uint32_t len = std::min<uint32_t>(lookup_max_, p + 1);
   uint32_t node = 0;
   uint32_t d = 0;
   while (d < len) {
@@ -131,8 +126,8 @@ inline void MultiIndex::insert(int32_t slot, uint32_t p) {
 }
 
 template <typename At>
-MultiMatch MultiIndex::lookup(const At& at, size_t n, int32_t exclude, int n_min) const {
-  const uint32_t klen = static_cast<uint32_t>(std::min<size_t>(n_max_, n));
+MultiMatch MultiIndex::lookup(const At& at, size_t n, int32_t exclude, int lookup_min) const {
+  const uint32_t klen = static_cast<uint32_t>(std::min<size_t>(lookup_max_, n));
   auto key = [&](uint32_t j) { return at(n - 1 - j); };
   uint32_t path_node[256];
   uint32_t path_len[256];
@@ -154,7 +149,7 @@ MultiMatch MultiIndex::lookup(const At& at, size_t n, int32_t exclude, int n_min
   }
   // The longest key first; a node's anchors answer for every key length on its edge.
   for (int i = depth - 1; i >= 0; --i) {
-    if (static_cast<int>(path_len[i]) < n_min) break;
+    if (static_cast<int>(path_len[i]) < lookup_min) break;
     const Node& nd = nodes_[path_node[i]];
     const Anchor& a = nd.newest.slot != exclude ? nd.newest : nd.other;
     if (a.slot >= 0) return MultiMatch{a.slot, static_cast<int64_t>(a.pos), static_cast<int>(path_len[i])};

@@ -49,7 +49,6 @@ class Pool {
   }
 
   uint32_t live() const { return live_; }
-  size_t memory_bytes() const { return blocks_.size() * kBlock * sizeof(T) + blocks_.capacity() * sizeof(void*); }
 
  private:
   std::vector<std::unique_ptr<T[]>> blocks_;

@@ -1,9 +1,9 @@
 // A request's own-text index: the longest earlier match of the sequence's last tokens (up to
-// n_max), and its most recent occurrence, kept up to date as tokens arrive instead of
+// lookup_max), and its most recent occurrence, kept up to date as tokens arrive instead of
 // rescanning the context every step (the Python reference, tests/oracles/ngram.py, scans).
 //
 // It is a compacted trie of every position's preceding tokens read backwards (position e
-// holds tokens[e], tokens[e-1], ..., at most n_max of them). Each node keeps `anchor`, the
+// holds tokens[e], tokens[e-1], ..., at most lookup_max of them). Each node keeps `anchor`, the
 // newest position through it; edge labels are read backwards from it. Adding position e walks
 // the trie along e's own key: the deepest point shared with earlier positions is the longest
 // match, and the anchor there is its most recent earlier end.
@@ -24,7 +24,7 @@ struct OwnMatch {
 
 class OwnIndex {
  public:
-  explicit OwnIndex(int n_max) : n_max_(n_max), anchor_(1, 0), depth_(1, 0) {}
+  explicit OwnIndex(int lookup_max) : lookup_max_(lookup_max), anchor_(1, 0), depth_(1, 0) {}
 
   size_t size() const { return toks_.size(); }
   const std::vector<int32_t>& tokens() const { return toks_; }
@@ -40,9 +40,6 @@ class OwnIndex {
   // positions of tokens + extra; ties go to the most recent.
   OwnMatch match_extended(const int32_t* extra, size_t m) const;
 
-  size_t memory_bytes() const {
-    return toks_.capacity() * 4 + anchor_.capacity() * 4 + depth_.capacity() + edges_.memory_bytes();
-  }
 
  private:
   OwnMatch insert(uint32_t e);
@@ -52,7 +49,7 @@ class OwnIndex {
     return static_cast<uint32_t>(anchor_.size() - 1);
   }
 
-  int n_max_;
+  int lookup_max_;
   std::vector<int32_t> toks_;
   std::vector<uint32_t> anchor_;  // per node; node 0 is the root
   std::vector<uint8_t> depth_;
@@ -62,7 +59,7 @@ class OwnIndex {
 
 inline OwnMatch OwnIndex::insert(uint32_t e) {
   OwnMatch best;
-  uint32_t len = std::min<uint32_t>(n_max_, e + 1);
+  uint32_t len = std::min<uint32_t>(lookup_max_, e + 1);
   uint32_t node = 0;
   uint32_t d = 0;
   while (d < len) {
@@ -96,7 +93,7 @@ inline OwnMatch OwnIndex::match_extended(const int32_t* extra, size_t m) const {
   const size_t total = n + m;
   auto at = [&](size_t i) { return i < n ? toks_[i] : extra[i - n]; };
   auto key = [&](size_t j) { return at(total - 1 - j); };
-  const uint32_t klen = static_cast<uint32_t>(std::min<size_t>(n_max_, total));
+  const uint32_t klen = static_cast<uint32_t>(std::min<size_t>(lookup_max_, total));
   OwnMatch best;
   uint32_t node = 0;
   for (uint32_t d = 0; d < klen;) {  // positions of tokens: the trie
@@ -113,7 +110,7 @@ inline OwnMatch OwnIndex::match_extended(const int32_t* extra, size_t m) const {
     d = j;
   }
   for (size_t e = n; e + 1 < total; ++e) {  // positions inside extra: by hand (a few)
-    size_t cap = std::min<size_t>(n_max_, e + 1);
+    size_t cap = std::min<size_t>(lookup_max_, e + 1);
     size_t len = 0;
     while (len < cap && at(e - len) == key(len)) ++len;
     if (len > 0 && static_cast<int>(len) >= best.len) best = {static_cast<int64_t>(e), static_cast<int>(len)};

@@ -6,7 +6,6 @@ namespace specdec {
 void PromptHistory::add(uint64_t digest, std::vector<int32_t> tokens, bool loaded) {
   uint64_t serial = first_serial_ + fifo_.size();
   tokens_ += tokens.size();
-  ++num_alive_;
   fifo_.push_back(Entry{Completion{digest, std::move(tokens), loaded}, true});
   by_prompt_[digest].push_back(serial);
   for (auto it = by_prompt_.find(digest); it != by_prompt_.end() && it->second.size() > per_prompt_;
@@ -24,17 +23,10 @@ void PromptHistory::kill(uint64_t serial) {
   Entry& e = fifo_[serial - first_serial_];
   e.alive = false;
   tokens_ -= e.c.tokens.size();
-  --num_alive_;
   auto it = by_prompt_.find(e.c.digest);
   it->second.pop_front();
   if (it->second.empty()) by_prompt_.erase(it);
   std::vector<int32_t>().swap(e.c.tokens);
-}
-
-size_t PromptHistory::memory_bytes() const {
-  size_t total = fifo_.size() * sizeof(Entry) + by_prompt_.size() * 64;
-  for (const Entry& e : fifo_) total += e.c.tokens.capacity() * sizeof(int32_t);
-  return total;
 }
 
 std::pair<PromptGroup*, int32_t> PromptGroups::join(uint64_t digest, const int32_t* member, size_t tail, size_t n,
@@ -42,7 +34,7 @@ std::pair<PromptGroup*, int32_t> PromptGroups::join(uint64_t digest, const int32
   auto it = by_digest_.find(digest);
   std::list<PromptGroup>::iterator g;
   if (it == by_digest_.end()) {
-    order_.emplace_back(digest, n_max_);
+    order_.emplace_back(digest, lookup_max_);
     g = std::prev(order_.end());
     by_digest_.emplace(digest, g);
     history.for_each_loaded(digest, [&](const std::vector<int32_t>& c) {
@@ -74,10 +66,5 @@ void PromptGroups::evict() {
   }
 }
 
-size_t PromptGroups::memory_bytes() const {
-  size_t total = by_digest_.size() * 48;
-  for (const PromptGroup& g : order_) total += sizeof(PromptGroup) + g.index.memory_bytes() + g.from_history.capacity();
-  return total;
-}
 
 }  // namespace specdec

@@ -57,10 +57,7 @@ class PromptHistory {
       if (e.c.loaded) f(e.c.tokens);
     }
   }
-  size_t num_completions() const { return num_alive_; }
   uint64_t num_tokens() const { return tokens_; }
-  size_t num_prompts() const { return by_prompt_.size(); }
-  size_t memory_bytes() const;
 
  private:
   struct Entry {
@@ -79,12 +76,11 @@ class PromptHistory {
   uint64_t first_serial_ = 0;  // serial of fifo_.front()
   std::unordered_map<uint64_t, std::deque<uint64_t>> by_prompt_;  // live serials, oldest first
   uint64_t tokens_ = 0;
-  size_t num_alive_ = 0;
 };
 
 // One prompt's group: its history completions (slots first) and its requests.
 struct PromptGroup {
-  PromptGroup(uint64_t d, int n_max) : digest(d), index(n_max) {}
+  PromptGroup(uint64_t d, int lookup_max) : digest(d), index(lookup_max) {}
   uint64_t digest;
   MultiIndex index;
   std::vector<uint8_t> from_history;  // per slot
@@ -95,7 +91,7 @@ struct PromptGroup {
 // without a live member dropped, least recently active first).
 class PromptGroups {
  public:
-  PromptGroups(uint64_t max_tokens, int n_max) : max_tokens_(max_tokens), n_max_(n_max) {}
+  PromptGroups(uint64_t max_tokens, int lookup_max) : max_tokens_(max_tokens), lookup_max_(lookup_max) {}
 
   // The group of `digest`, made if needed (its history members: the history's loaded
   // completions, oldest first, each after the prompt tail member[0..tail)), moved to the end;
@@ -116,11 +112,6 @@ class PromptGroups {
     for (const PromptGroup& g : order_) total += g.num_live > 0 ? g.index.num_tokens() : 0;
     return total;
   }
-  size_t memory_bytes() const;
-  const PromptGroup* find(uint64_t digest) const {
-    auto it = by_digest_.find(digest);
-    return it == by_digest_.end() ? nullptr : &*it->second;
-  }
   std::vector<uint64_t> digests() const {  // least recently active first
     std::vector<uint64_t> out;
     for (const PromptGroup& g : order_) out.push_back(g.digest);
@@ -129,7 +120,7 @@ class PromptGroups {
 
  private:
   uint64_t max_tokens_;
-  int n_max_;
+  int lookup_max_;
   std::list<PromptGroup> order_;
   std::unordered_map<uint64_t, std::list<PromptGroup>::iterator> by_digest_;
   uint64_t tokens_ = 0;

@@ -289,9 +289,9 @@ std::pair<uint32_t, uint32_t> SuffixCache::walk(const int32_t* pattern, size_t m
   return {node, d};
 }
 
-CacheDraft SuffixCache::speculate(const int32_t* context, size_t num, int k, double min_prob) {
+CacheDraft SuffixCache::speculate(const int32_t* context, size_t num, int max_draft_tokens, double min_prob) {
   CacheDraft out;
-  size_t len = std::min<size_t>(std::max(max_depth_ - 1 - k, 1), num);
+  size_t len = std::min<size_t>(std::max(max_depth_ - 1 - max_draft_tokens, 1), num);
   const int32_t* tail = context + (num - len);
   // The longest suffix of the tail that occurs: if one does, so do all shorter ones, so a
   // binary search finds it in a few walks (the reference tries every length, longest first).
@@ -310,9 +310,9 @@ CacheDraft SuffixCache::speculate(const int32_t* context, size_t num, int k, dou
       out.match_len = static_cast<int>(m);
     }
   }
-  if (out.match_len == 0 || k <= 0) return CacheDraft{};
+  if (out.match_len == 0 || max_draft_tokens <= 0) return CacheDraft{};
   double cumulative = 1.0;
-  while (static_cast<int>(out.tokens.size()) < k) {
+  while (static_cast<int>(out.tokens.size()) < max_draft_tokens) {
     uint32_t next = node;
     int32_t tok;
     double prob;

@@ -61,9 +61,9 @@ class SuffixCache {
   // sequences, oldest first, while more than max_tokens are cached (the newest stays).
   void insert(const std::string& id, const int32_t* tokens, size_t n);
   bool remove(const std::string& id);
-  // Drafts up to k tokens after the longest cached suffix of context[0..n) (see the Python
+  // Drafts up to max_draft_tokens tokens after the longest cached suffix of context[0..n) (see the Python
   // reference's speculate for the rules and a worked example).
-  CacheDraft speculate(const int32_t* context, size_t n, int k, double min_prob);
+  CacheDraft speculate(const int32_t* context, size_t n, int max_draft_tokens, double min_prob);
 
   bool contains(const std::string& id) const { return live_.count(id) != 0; }
   size_t num_sequences() const { return live_.size(); }
@@ -71,7 +71,6 @@ class SuffixCache {
   uint64_t max_tokens() const { return max_tokens_; }
   int max_depth() const { return max_depth_; }
   uint32_t num_nodes() const { return nodes_.live(); }
-  size_t memory_bytes() const;
   // Live sequences, oldest first.
   std::vector<std::pair<std::string, std::vector<int32_t>>> sequences() const;
   // Every trie point (substring, count), for tests: see suffix_cache_check.cc.

@@ -25,13 +25,6 @@ std::vector<std::pair<std::string, std::vector<int32_t>>> SuffixCache::sequences
   return out;
 }
 
-size_t SuffixCache::memory_bytes() const {
-  size_t ids = 0;
-  for (const CachedSequence& seq : seqs_) ids += sizeof(CachedSequence) + seq.id.capacity();
-  return store_.memory_bytes() + nodes_.memory_bytes() + edges_.memory_bytes() +
-         root_child_.capacity() * sizeof(uint32_t) + ids + live_.size() * 64;
-}
-
 std::vector<std::pair<std::vector<int32_t>, uint32_t>> SuffixCache::dump() const {
   std::vector<std::pair<std::vector<int32_t>, uint32_t>> out;
   std::vector<std::pair<uint32_t, std::vector<int32_t>>> stack;

@@ -37,7 +37,6 @@ class TokenStore {
     front_ = back_ = 0;
   }
 
-  size_t memory_bytes() const { return ring_.capacity() * sizeof(int32_t); }
 
  private:
   void grow() {
