@@ -8,8 +8,8 @@ from specdec.engines.vllm_engine import VllmEngine
 
 
 def reset_proposer(engine: VllmEngine) -> None:
-    if engine.spec.method == "specdec":
-        engine.llm.collective_rpc(vllm_proposer.reset_proposer)
+    if engine.drafter is not None:
+        engine.drafter.reset()
 
 
 def set_drafting(engine: VllmEngine, enabled: bool) -> None:

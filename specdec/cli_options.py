@@ -7,6 +7,7 @@ Options left out on the command line are not passed on, so the model's own defau
 from __future__ import annotations
 
 import argparse
+import json
 import types
 import typing
 from collections.abc import Iterable
@@ -39,6 +40,9 @@ def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], e
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(kind) is Literal:
             kwargs["choices"] = typing.get_args(kind)
+        elif kind is dict or typing.get_origin(kind) is dict:
+            kwargs["type"] = _json_object
+            kwargs["metavar"] = "JSON"
         else:
             kwargs["type"] = kind
             kwargs["metavar"] = name.upper()
@@ -49,6 +53,16 @@ def model_from_args(model: type[M], args: argparse.Namespace, **extra: Any) -> M
     """The model from the options given (the others take the model's defaults)."""
     given = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
     return model(**given, **extra)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("a JSON object is needed, e.g. '{\"name\": 1}'")
+    return value
 
 
 def _base_type(annotation: Any) -> Any:

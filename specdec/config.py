@@ -42,6 +42,8 @@ class SpecConfig:
     # specdec: start the cross-request cache from this file when it exists, and write the
     # cache back to it after every generate call (a nightly run then starts warm)
     cache_file: str | None = None
+    # draft: ranks the draft model is split over (None: vLLM's choice, the target's)
+    draft_tensor_parallel_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -96,20 +98,41 @@ def _require_native() -> None:
         raise ConfigError(str(exc)) from exc
 
 
+# KV-cache memory of an engine on vLLM's CPU build when kv_cache_gib is not given
+CPU_KV_CACHE_GIB = 2.0
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
     """vLLM engine options as the engine gets them (see GenerationParams for each one's
-    meaning, and its defaults, taken from here); `max_model_len` is settled from the model
-    (GenerationParams.engine_config)."""
+    meaning, and its defaults, taken from here; None: vLLM's own default); `max_model_len` is
+    settled from the model (GenerationParams.engine_config). Of the two memory settings, CPU
+    builds take `kv_cache_gib` (CPU_KV_CACHE_GIB when None), GPU builds
+    `gpu_memory_utilization` (specdec.engines.vllm_args.check_platform)."""
 
     max_model_len: int
     model: str | None = None
     dtype: str = "float32"
-    kv_cache_gib: float = 2.0
+    kv_cache_gib: float | None = None
+    gpu_memory_utilization: float | None = None
     enforce_eager: bool = True
     max_num_seqs: int = 16
     seed: int = 0
     reserved_cpus: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    quantization: str | None = None
+    max_num_batched_tokens: int | None = None
+    enable_prefix_caching: bool | None = None
+    engine_args: str = "{}"  # any other vLLM engine arguments, as sorted JSON (hashable)
+
+    @property
+    def world_size(self) -> int:
+        """Processes one engine's model is split over."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def extra_engine_args(self) -> dict[str, Any]:
+        return json.loads(self.engine_args)
 
 
 def config_hash(*parts: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from specdec.config import EngineConfig, SpecConfig
-from specdec.models import fit_model_len, resolve_model
+from specdec.models import check_draft_vocab, fit_model_len, resolve_model
 from specdec.params import GenerationParams
 
 _ENGINES: dict[tuple[EngineConfig, SpecConfig], Any] = {}
@@ -30,10 +30,20 @@ ENGINE_STARTS = 0  # engines started by this process (tests check reuse)
 
 
 def engine_configs(params: GenerationParams) -> tuple[EngineConfig, SpecConfig]:
-    """The configs an engine for `params` starts with (the model length settled from the model)."""
+    """The configs an engine for `params` starts with (the model length settled from the
+    model), checked against this build of vLLM and the models: raises ConfigError or
+    ModelError before anything starts."""
+    from specdec.engines.vllm_args import check_platform, cpu_kv_cache_gib, is_cpu_build
+
     folder = resolve_model(params.model)
-    max_model_len = fit_model_len(folder, params.max_model_len, params.kv_cache_gib, params.dtype)
-    return params.engine_config(max_model_len), params.spec_config()
+    spec = params.spec_config()
+    if spec.method == "draft":
+        check_draft_vocab(folder, resolve_model(spec.draft_model))
+    probe = params.engine_config(max_model_len=0)
+    check_platform(probe)
+    kv_cache_gib = cpu_kv_cache_gib(probe) if is_cpu_build() else None
+    max_model_len = fit_model_len(folder, params.max_model_len, kv_cache_gib, params.dtype)
+    return params.engine_config(max_model_len), spec
 
 
 def get_engine(params: GenerationParams) -> tuple[Any, float]:

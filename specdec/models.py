@@ -40,14 +40,40 @@ def specdec_home() -> Path:
 
 
 def resolve_model(model: str | os.PathLike[str] | None) -> Path:
-    """Return a local Hugging Face model folder; `None` means the bundled default."""
+    """Return a local Hugging Face model folder; `None` means the bundled default. A hub id
+    (`org/name`, no such folder here) is its snapshot in the local Hugging Face cache."""
     if model is None or str(model) in ("", "default", DEFAULT_MODEL_NAME):
         return default_model_dir()
     path = Path(model).expanduser()
-    if not (path / "config.json").is_file():
-        raise ModelError(f"model folder {path} has no config.json: pass a Hugging Face model folder "
-                         "(hubs are unreachable, so names of hub models do not work)")
-    return path.resolve()
+    if (path / "config.json").is_file():
+        return path.resolve()
+    if _is_hub_id(str(model)) and not path.exists():
+        return _cached_snapshot(str(model))
+    raise ModelError(f"model folder {path} has no config.json: pass a Hugging Face model folder, or the hub id "
+                     "(org/name) of a model in the local Hugging Face cache")
+
+
+def _is_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
+
+
+def _cached_snapshot(repo_id: str) -> Path:
+    """The snapshot of `repo_id` in the local Hugging Face cache (HF_HUB_CACHE, HF_HOME),
+    never downloaded: the operator fetched it once, and runs read it offline."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = Path(snapshot_download(repo_id, local_files_only=True))
+    except LocalEntryNotFoundError as exc:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        raise ModelError(f"{repo_id} is not in the local Hugging Face cache ({HF_HUB_CACHE}): download it there "
+                         f"once (`hf download {repo_id}`), or pass a model folder") from exc
+    if not (folder / "config.json").is_file():
+        raise ModelError(f"{repo_id}: its cached snapshot {folder} has no config.json")
+    return folder
 
 
 def default_model_dir() -> Path:
@@ -155,6 +181,22 @@ def context_length(folder: Path) -> int:
     raise ModelError(f"model folder {folder}: config.json states no context length; pass max_model_len")
 
 
+def vocab_size(folder: Path) -> int:
+    """Entries of the model's embedding table (config.json's vocab_size)."""
+    config = _hf_config(folder)
+    if not isinstance(config.get("vocab_size"), int):
+        raise ModelError(f"model folder {folder}: config.json states no vocab_size")
+    return config["vocab_size"]
+
+
+def check_draft_vocab(target: Path, draft: Path) -> None:
+    """A draft model proposes token ids of the target's vocabulary: the two must agree."""
+    target_size, draft_size = vocab_size(target), vocab_size(draft)
+    if target_size != draft_size:
+        raise ModelError(f"draft model {draft.name} has a vocabulary of {draft_size} tokens, the target {target.name} "
+                         f"{target_size}: a draft model needs the target's tokenizer and vocabulary")
+
+
 def kv_bytes_per_token(folder: Path, dtype: str) -> int:
     """KV-cache bytes one token takes: keys and values of every layer."""
     config = _hf_config(folder)
@@ -167,12 +209,15 @@ def kv_bytes_per_token(folder: Path, dtype: str) -> int:
     return 2 * config["num_hidden_layers"] * kv_heads * head_dim * width
 
 
-def fit_model_len(folder: Path, requested: int | None, kv_cache_gib: float, dtype: str) -> int:
+def fit_model_len(folder: Path, requested: int | None, kv_cache_gib: float | None, dtype: str) -> int:
     """max_model_len to start the engine with: the requested one, or the model's own context
-    lowered (with a warning) to what the KV cache can hold for one sequence."""
+    lowered (with a warning) to what the KV cache can hold for one sequence (None: vLLM sizes
+    the KV cache, and says so when it cannot hold the model's context)."""
     if requested is not None:
         return requested
     own = context_length(folder)
+    if kv_cache_gib is None:
+        return own
     fits = int(kv_cache_gib * 2**30) // kv_bytes_per_token(folder, dtype)
     if fits >= own:
         return own

@@ -12,11 +12,12 @@ content, never by path.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specdec.config import ConfigError, EngineConfig, Method, SpecConfig, config_hash
+from specdec.config import CPU_KV_CACHE_GIB, ConfigError, EngineConfig, Method, SpecConfig, config_hash
 from specdec import models
 from specdec.types import SamplingOptions
 
@@ -33,10 +34,23 @@ def _default(config: type, name: str) -> Any:
     return {f.name: f.default for f in dataclasses.fields(config)}[name]
 
 
-def decides_output(description: str, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
+def decides_output(description: str, methods: tuple[str, ...] | None = None, when_set: bool = False) -> dict[str, Any]:
     """Marks a field that changes what the model outputs: it enters the config hash (a
-    drafting option only for the `methods` it applies to)."""
-    return {"description": description, "json_schema_extra": {"decides_output": True, "methods": methods}}
+    drafting option only for the `methods` it applies to; with `when_set`, only when it is
+    set, so that runs from before the field existed keep their hash)."""
+    return {"description": description,
+            "json_schema_extra": {"decides_output": True, "methods": methods, "when_set": when_set}}
+
+
+# vLLM engine arguments that size, schedule or place the engine's work, never what a request
+# outputs: given in engine_args, they stay out of the config hash (a resume across them is
+# safe). Every other name in engine_args enters the hash.
+ENGINE_ARGS_OUTSIDE_HASH = (
+    "block_size", "cpu_offload_gb", "kv_offloading_size", "num_gpu_blocks_override", "enable_chunked_prefill",
+    "long_prefill_token_threshold", "scheduling_policy", "async_scheduling", "distributed_executor_backend",
+    "max_parallel_loading_workers", "data_parallel_size", "disable_custom_all_reduce", "cudagraph_capture_sizes",
+    "max_cudagraph_capture_size",
+)
 
 
 class GenerationParams(BaseModel):
@@ -89,7 +103,33 @@ class GenerationParams(BaseModel):
     max_model_len: int | None = Field(None, ge=16, description=(
         "longest prompt + completion in tokens (default: the model's own context, lowered to "
         "what the KV cache holds)"))
-    kv_cache_gib: float = Field(_default(EngineConfig, "kv_cache_gib"), gt=0.0, description="KV-cache memory in GiB")
+    kv_cache_gib: float | None = Field(_default(EngineConfig, "kv_cache_gib"), gt=0.0, description=(
+        f"vLLM's CPU build: KV-cache memory in GiB (default {CPU_KV_CACHE_GIB:g}); GPU builds size the "
+        "engine with gpu_memory_utilization"))
+    gpu_memory_utilization: float | None = Field(_default(EngineConfig, "gpu_memory_utilization"), gt=0.0, le=1.0,
+                                                 description=(
+        "GPU builds of vLLM: the share of each GPU's memory the engine may take, weights and KV cache "
+        "(default: vLLM's); the CPU build sizes its KV cache with kv_cache_gib"))
+    tensor_parallel_size: int = Field(_default(EngineConfig, "tensor_parallel_size"), ge=1, description=(
+        "devices one engine's model is split over, layer by layer (tensor parallelism; on vLLM's CPU "
+        "build each rank gets its own cores)"))
+    pipeline_parallel_size: int = Field(_default(EngineConfig, "pipeline_parallel_size"), ge=1, description=(
+        "stages one engine's layers are split into (pipeline parallelism; with tensor parallelism the "
+        "engine takes their product of devices)"))
+    draft_tensor_parallel_size: int | None = Field(_default(SpecConfig, "draft_tensor_parallel_size"), ge=1,
+                                                   description=(
+        "draft: devices the draft model is split over (vLLM allows 1 or the target's; default: vLLM's)"))
+    quantization: str | None = Field(_default(EngineConfig, "quantization"), **decides_output(
+        "the checkpoint's quantization as vLLM names it (awq, gptq, fp8, compressed-tensors...; default: "
+        "what the checkpoint's config says)", when_set=True))
+    max_num_batched_tokens: int | None = Field(_default(EngineConfig, "max_num_batched_tokens"), ge=1, description=(
+        "most tokens one engine step processes, prefill chunks included (default: vLLM's)"))
+    enable_prefix_caching: bool | None = Field(_default(EngineConfig, "enable_prefix_caching"), description=(
+        "reuse the KV cache of prompt prefixes requests share (default: vLLM's, on)"))
+    engine_args: dict[str, Any] = Field(default_factory=dict, **decides_output(
+        "any other vLLM engine argument by its name (JSON on the command line), checked against vLLM's "
+        "before any work; each enters the config hash unless it only sizes or places the work "
+        f"({', '.join(ENGINE_ARGS_OUTSIDE_HASH)})", when_set=True))
     enforce_eager: bool = Field(_default(EngineConfig, "enforce_eager"),
                                 description="skip vLLM's compilation (starts in ~25 s on CPU)")
     reserved_cpus: int | None = Field(_default(EngineConfig, "reserved_cpus"), ge=0, description=(
@@ -113,6 +153,10 @@ class GenerationParams(BaseModel):
                              "sample the same completion; set temperature > 0 or samples=1")
         try:
             self.spec_config()
+            if self.engine_args:
+                from specdec.engines.vllm_args import check_engine_args
+
+                check_engine_args(self.engine_args)
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc
         return self
@@ -121,15 +165,19 @@ class GenerationParams(BaseModel):
         return SpecConfig(
             method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
             draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file, tail_k_max=self.tail_k_max,
-            cache_max_tokens=self.cache_max_tokens,
+            cache_max_tokens=self.cache_max_tokens, draft_tensor_parallel_size=self.draft_tensor_parallel_size,
         )
 
     def engine_config(self, max_model_len: int) -> EngineConfig:
         """The engine's config once the model length is settled (specdec.models.fit_model_len)."""
         return EngineConfig(
             model=self.model, dtype=self.dtype, max_model_len=max_model_len,
-            kv_cache_gib=self.kv_cache_gib, enforce_eager=self.enforce_eager,
-            max_num_seqs=self.batch_size, seed=self.seed or 0, reserved_cpus=self.reserved_cpus,
+            kv_cache_gib=self.kv_cache_gib, gpu_memory_utilization=self.gpu_memory_utilization,
+            enforce_eager=self.enforce_eager, max_num_seqs=self.batch_size, seed=self.seed or 0,
+            reserved_cpus=self.reserved_cpus, tensor_parallel_size=self.tensor_parallel_size,
+            pipeline_parallel_size=self.pipeline_parallel_size, quantization=self.quantization,
+            max_num_batched_tokens=self.max_num_batched_tokens, enable_prefix_caching=self.enable_prefix_caching,
+            engine_args=json.dumps(self.engine_args, sort_keys=True),
         )
 
     def sampling(self) -> SamplingOptions:
@@ -137,7 +185,12 @@ class GenerationParams(BaseModel):
 
     def output_config(self) -> dict[str, Any]:
         """The fields that decide the output, models by content (hashed, recorded with results)."""
-        decided = {name: getattr(self, name) for name in output_fields(type(self), self.method)}
+        decided = {name: getattr(self, name) for name in output_fields(type(self), self.method, self)}
+        engine_args = {k: v for k, v in self.engine_args.items() if k not in ENGINE_ARGS_OUTSIDE_HASH}
+        if engine_args:
+            decided["engine_args"] = engine_args
+        else:
+            decided.pop("engine_args", None)
         decided["model"] = models.model_digest(self.model)
         if "draft_model" in decided:
             decided["draft_model"] = models.model_digest(self.draft_model)
@@ -151,11 +204,15 @@ class GenerationParams(BaseModel):
         return {"output": self.output_config(), "params": self.model_dump(mode="json")}
 
 
-def output_fields(model: type[BaseModel], method: str) -> list[str]:
-    """The fields that decide the output of a run with `method`."""
+def output_fields(model: type[BaseModel], method: str, values: BaseModel | None = None) -> list[str]:
+    """The fields that decide the output of a run with `method` (with `values`: of those
+    that count only when set, the ones set there)."""
     names = []
     for name, field in model.model_fields.items():
         mark = field.json_schema_extra or {}
-        if mark.get("decides_output") and (mark.get("methods") is None or method in mark["methods"]):
-            names.append(name)
+        if not mark.get("decides_output") or (mark.get("methods") is not None and method not in mark["methods"]):
+            continue
+        if mark.get("when_set") and (values is None or not getattr(values, name)):
+            continue
+        names.append(name)
     return names

@@ -26,7 +26,7 @@ import numpy as np
 
 from specdec.step_cost import PrefillSample, StepSample
 from specdec.config import EngineConfig, config_hash
-from specdec.engines import vllm_proposer
+from specdec.engines.drafter_handle import DrafterHandle
 from specdec.models import specdec_home
 
 log = logging.getLogger(__name__)
@@ -69,29 +69,30 @@ def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[
 
 
 def calibrate(
-    llm: Any, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str], fresh: bool = False
+    llm: Any, drafter: DrafterHandle, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str],
+    fresh: bool = False,
 ) -> tuple[list[StepSample], list[PrefillSample]]:
     """Step-time and prefill samples for this engine, loaded into the worker's budget: the
     cached ones, or (none cached, or `fresh`) measured now and cached in their place."""
     path = calibration_path(engine, model_path, k_max, cpu_binding)
     measured = json.loads(path.read_text()) if path.exists() and not fresh else None
-    if measured is not None and path not in _checked and not _still_true(llm, engine, k_max, measured):
+    if measured is not None and path not in _checked and not _still_true(llm, drafter, engine, k_max, measured):
         measured = None
     _checked.add(path)
     if measured is None:
-        measured = _measure(llm, engine, k_max)
+        measured = _measure(llm, drafter, engine, k_max)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers may calibrate at once
         tmp.write_text(json.dumps(measured))
         tmp.replace(path)
-    llm.collective_rpc(vllm_proposer.load_calibration, args=(measured["steps"],))
+    drafter.load_calibration(measured["steps"])
     return _samples(measured)
 
 
-def _still_true(llm: Any, engine: EngineConfig, k_max: int, measured: dict[str, list[dict[str, float]]]) -> bool:
+def _still_true(llm: Any, drafter: DrafterHandle, engine: EngineConfig, k_max: int, measured: dict[str, list[dict[str, float]]]) -> bool:
     """Whether the cached first run's median step is within STALE_FACTOR of a fresh run's."""
     first_run = calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len)[:1]
-    fresh = [s["seconds"] for s in _measure(llm, engine, k_max, first_run)["steps"]]
+    fresh = [s["seconds"] for s in _measure(llm, drafter, engine, k_max, first_run)["steps"]]
     ratio = float(np.median([s["seconds"] for s in measured["steps"][: len(fresh)]]) / np.median(fresh)) if fresh else 0
     still_true = 1 / STALE_FACTOR <= ratio <= STALE_FACTOR
     if not still_true:
@@ -108,7 +109,7 @@ def _samples(measured: dict[str, list[dict[str, float]]]) -> tuple[list[StepSamp
     return [StepSample(**s) for s in measured["steps"]], [PrefillSample(**s) for s in measured["prefills"]]
 
 
-def _measure(llm: Any, engine: EngineConfig, k_max: int,
+def _measure(llm: Any, drafter: DrafterHandle, engine: EngineConfig, k_max: int,
              runs: list[tuple[int, int, int]] | None = None) -> dict[str, list[dict[str, float]]]:
     """Samples of `runs` (by default all of `calibration_runs`)."""
     from vllm import SamplingParams
@@ -120,22 +121,21 @@ def _measure(llm: Any, engine: EngineConfig, k_max: int,
     vocab = llm.get_tokenizer().vocab_size
     rng = np.random.default_rng(0)
     params = SamplingParams(max_tokens=STEPS, temperature=0.0, ignore_eos=True)
-    llm.collective_rpc(vllm_proposer.load_calibration, args=([],))  # a fresh set, not added to an older one
-    samples: list[list[dict[str, float]]] = [[]]
+    drafter.load_calibration([])  # a fresh set, not added to an older one
+    samples: list[dict[str, float]] = []
     prefills = []
     for size, forced_draft_tokens, prompt_tokens in runs:
         prompts = [
             TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
         ]
-        before = len(samples[0]) if samples else 0
-        llm.collective_rpc(vllm_proposer.start_calibration, args=(forced_draft_tokens,))
+        before = len(samples)
+        drafter.start_calibration(forced_draft_tokens)
         try:
             started = time.perf_counter()
             llm.generate(prompts, params, use_tqdm=False)
             wall = time.perf_counter() - started
         finally:
-            samples = llm.collective_rpc(vllm_proposer.finish_calibration)
-        if samples:
-            decode = sum(s["seconds"] for s in samples[0][before:])
-            prefills.append(PrefillSample(size, size * prompt_tokens, max(wall - decode, 0.0))._asdict())
-    return {"steps": samples[0] if samples else [], "prefills": prefills}
+            samples = drafter.finish_calibration()
+        decode = sum(s["seconds"] for s in samples[before:])
+        prefills.append(PrefillSample(size, size * prompt_tokens, max(wall - decode, 0.0))._asdict())
+    return {"steps": samples, "prefills": prefills}

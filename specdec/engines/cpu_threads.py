@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from specdec.config import ConfigError
+
 RESERVED_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 NUMBA_LAYER_ENV = "NUMBA_THREADING_LAYER"
@@ -25,6 +27,31 @@ SMALL_MACHINE_CPUS = 4  # at or below this, no core is kept back by default
 
 def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_bound_by_us: str | None = None  # the rank binding this module set (a later engine may change it)
+
+
+def bind_ranks(world_size: int) -> None:
+    """Bind each rank of a multi-rank CPU engine to cores of its own. vLLM's CPU build binds
+    a rank per NUMA node by itself and refuses more ranks than nodes (one node here) unless
+    VLLM_CPU_OMP_THREADS_BIND lists each rank's cores: the usable cores are split evenly, in
+    order. A binding the user set is kept; one set here for an earlier engine is replaced."""
+    global _bound_by_us
+    current = os.environ.get(BIND_ENV)
+    if current is not None and current != _bound_by_us:
+        return
+    if world_size <= 1:
+        if current is not None:
+            del os.environ[BIND_ENV]
+        _bound_by_us = None
+        return
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if len(cpus) < world_size:
+        raise ConfigError(f"{world_size} ranks need at least as many CPU cores; this process may use {len(cpus)}")
+    per_rank = len(cpus) // world_size
+    groups = [cpus[r * per_rank:(r + 1) * per_rank] for r in range(world_size)]
+    _bound_by_us = os.environ[BIND_ENV] = "|".join(",".join(map(str, g)) for g in groups)
 
 
 def apply_cpu_threads(reserved_cpus: int | None) -> dict[str, str]:

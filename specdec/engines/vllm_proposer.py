@@ -12,6 +12,12 @@ drafter which requests share a prompt. Per-request statistics
 come from vLLM's own per-request metrics, so a generate call makes no round trip to the
 worker.
 
+With tensor or pipeline parallelism every rank builds a proposer and vLLM calls each one, but
+it takes the drafts of one rank only (the first tensor-parallel rank of the last pipeline
+stage: the executor's output rank) and discards the others'. So specdec drafts on that rank
+alone: the others are never bound and propose nothing, which costs them no host time, and the
+cache file, statistics and step cost all come from the one drafter.
+
 With `SpecConfig.budget` the controller also hands back the shape and time of every clean
 step, which `StepTimer` fits, and the batch's drafts are capped by that step-cost model
 (specdec.step_cost). The adapter calibrates the model at start-up by running a few steps with
@@ -54,6 +60,7 @@ class SpecdecVllmProposer:
         # No more requests will join (the stream's end, or no stream at all): free rows are the
         # run's tail, where the budget may draft up to k_ceiling.
         self.stream_ending = True
+        self.drafts_used = _drafts_used_here()
 
     def load_model(self, target_model: Any) -> None:
         """No draft model to load."""
@@ -107,10 +114,22 @@ class SpecdecVllmProposer:
         return sizes
 
 
+def _drafts_used_here() -> bool:
+    """Whether vLLM uses this rank's drafts (see the module docstring); True without a
+    distributed group (one process: tests, stand-in runners)."""
+    try:
+        from vllm.distributed.parallel_state import get_pp_group, get_tp_group
+
+        return get_tp_group().rank_in_group == 0 and get_pp_group().is_last_rank
+    except (ImportError, AssertionError):  # vLLM asserts when no group was initialised
+        return True
+
+
 # Functions run in the worker through LLM.collective_rpc; `worker` is vLLM's worker object.
 def _drafter(worker: Any) -> SpecdecVllmProposer | None:
+    """The worker's specdec drafter, on the rank whose drafts vLLM uses (None elsewhere)."""
     drafter = getattr(worker.model_runner, "drafter", None)
-    return drafter if isinstance(drafter, SpecdecVllmProposer) else None
+    return drafter if isinstance(drafter, SpecdecVllmProposer) and drafter.drafts_used else None
 
 
 def _on_drafter(absent: Any, bound: bool = False) -> Callable[[Callable[..., _R]], Callable[..., _R]]:

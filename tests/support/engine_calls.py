@@ -18,8 +18,8 @@ def rebind(engine: VllmEngine, spec: SpecConfig) -> None:
     at start-up); smaller ceilings draft fewer tokens."""
     if engine.spec.method != "specdec" or spec.method != "specdec":
         raise ConfigError(f"{engine.spec.method} -> {spec.method}: only a specdec engine rebinds, to specdec")
-    if spec.k_ceiling > engine.k_engine:
-        raise ConfigError(f"K ceiling {spec.k_ceiling} is above this engine's K={engine.k_engine}")
+    if spec.k_ceiling > engine.k_ceiling:
+        raise ConfigError(f"K ceiling {spec.k_ceiling} is above this engine's K={engine.k_ceiling}")
     engine.bind(spec)
 
 
@@ -28,7 +28,7 @@ def recalibrate(engine: VllmEngine) -> tuple[list[StepSample], list[PrefillSampl
     cached one); specdec with its budget only."""
     if not engine.spec.budgeted:
         raise ConfigError(f"{engine.spec.method}: only specdec with its budget calibrates")
-    return calibration.calibrate(engine.llm, engine.engine_config, engine.model_path, engine.spec.k_max,
+    return calibration.calibrate(engine.llm, engine.drafter, engine.engine_config, engine.model_path, engine.spec.k_max,
                                  engine.cpu_binding, fresh=True)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from specdec.engines import vllm_proposer
 from specdec.engines.vllm_engine import VllmEngine
 
 
@@ -18,7 +17,7 @@ def state_sizes(engine: VllmEngine) -> dict[str, tuple[int, int | None]]:
         "driver_request_states": (len(getattr(getattr(llm_engine, "output_processor", None),
                                               "request_states", {})), None),
         "driver_utility_calls": (len(getattr(llm_engine.engine_core, "utility_results", {})), None)}
-    if engine.spec.method == "specdec":
-        for worker_sizes in engine.llm.collective_rpc(vllm_proposer.state_sizes):
-            sizes.update({name: tuple(v) for name, v in (worker_sizes or {}).items()})  # type: ignore[misc]
+    if engine.drafter is not None:
+        sizes.update({name: tuple(v) for name, v in engine.drafter.state_sizes().items()})  # type: ignore[misc]
+    sizes["driver_worker_ids"] = (len(engine._worker_ids), None)  # finished requests whose counts wait
     return sizes

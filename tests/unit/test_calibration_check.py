@@ -10,6 +10,7 @@ import pytest
 
 from specdec.config import EngineConfig
 from specdec.engines import calibration
+from specdec.engines.drafter_handle import DrafterHandle
 
 K_MAX = 4
 
@@ -55,7 +56,7 @@ def calibrate(tmp_path, monkeypatch):
     def run(llm: FakeLlm, new_process: bool = False) -> Path:
         if new_process:
             calibration._checked.clear()
-        calibration.calibrate(llm, engine, Path("model"), K_MAX, {})
+        calibration.calibrate(llm, DrafterHandle(llm), engine, Path("model"), K_MAX, {})
         return calibration.calibration_path(engine, Path("model"), K_MAX, {})
 
     run.num_runs = num_runs

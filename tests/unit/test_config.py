@@ -6,7 +6,7 @@ import pytest
 
 from specdec import models
 from specdec.config import ConfigError, SpecConfig, config_hash
-from specdec.engines.vllm_engine import speculative_config
+from specdec.engines.vllm_args import speculative_config
 
 
 def test_round_trip_and_stable_hash():

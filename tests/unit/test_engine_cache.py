@@ -12,6 +12,7 @@ import specdec.engine_cache as engine_cache
 import specdec.engines.vllm_engine as vllm_engine
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.engines import vllm_proposer
+from specdec.engines.drafter_handle import DrafterHandle
 from specdec.params import GenerationParams
 from specdec.stats import request_stats
 from specdec.types import GenerationRequest
@@ -96,11 +97,13 @@ class FakeLlm:
 def _engine(spec: SpecConfig) -> vllm_engine.VllmEngine:
     engine = vllm_engine.VllmEngine.__new__(vllm_engine.VllmEngine)  # no vLLM: the switch's state only
     engine.spec, engine.llm, engine.drafting, engine.alive = spec, FakeLlm(), spec.speculative, True
+    engine.drafter = DrafterHandle(engine.llm) if spec.method == "specdec" else None
+    engine._worker_ids = {}
     return engine
 
 
 def _finished(engine: vllm_engine.VllmEngine, drafted: list[int], accepted: list[int]):
-    state = vllm_engine._Open(GenerationRequest("r", (1, 2, 3), 8), token_ids=list(range(8)), text=["x"])
+    state = vllm_engine._Open(GenerationRequest("r", (1, 2, 3), 8), "r-0", token_ids=list(range(8)), text=["x"])
     metrics = types.SimpleNamespace(per_step_drafted=drafted, per_step_accepted=accepted)
     completion = types.SimpleNamespace(spec_decode_metrics=metrics, finish_reason="length")
     return engine._result(state, completion)
@@ -116,7 +119,7 @@ def test_the_switch_sends_the_worker_call_empties_the_prefix_cache_and_records_n
     assert len(engine.llm.calls) == 2
     off = _finished(engine, [0, 0, 0], [0, 0, 0])  # vLLM still reports the empty drafts
     assert off.stats == request_stats(8, [], [], 4, speculative=False)  # what a `none` engine records
-    assert off.per_step_drafted == [] and engine.take_source_counts() == {}
+    assert off.per_step_drafted == [] and engine.take_source_counts(["r"]) == {}
     engine.set_drafting(True)
     assert engine.llm.calls[-2] == (vllm_proposer.set_drafting, (True,))
     assert _finished(engine, [4, 4], [4, 1]).stats == drafting.stats
