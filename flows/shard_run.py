@@ -18,7 +18,6 @@ from prefect.runtime import flow_run
 
 from flows.params import FlowParams
 from specdec.generate import Generation, ShardRows, generate_shards
-from specdec.streaming import ShardWork
 from tasks import prefect_tasks as t
 from tasks.prompt_shards import LoadedShard, ShardInputError, ShardRef
 from tasks.staging import RunManifest, ShardManifest, Staging
@@ -66,7 +65,7 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> 
     staged (and with `ingest_each` ingested) the moment its last request finishes."""
     params = run.params.generation_params()
 
-    def shards() -> Iterator[ShardRows]:
+    def shards() -> Iterator[ShardRows[_Loaded]]:
         for ref in refs:
             source = f"shard {ref.uri}"
             try:
@@ -80,9 +79,8 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool) -> 
             else:
                 yield ShardRows(ref.shard_id, source, shard.rows, shard.rejected, _Loaded(ref, shard))
 
-    def on_done(work: ShardWork, out: Generation | None, error: BaseException | None) -> None:
+    def on_done(loaded: _Loaded, out: Generation | None, error: BaseException | None) -> None:
         """Runs in the stream's one finisher thread: the only writer of `run` until the stream ends."""
-        loaded: _Loaded = work.context
         try:
             if error is not None:
                 raise error
