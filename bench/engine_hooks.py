@@ -12,12 +12,6 @@ def reset_proposer(engine: VllmEngine) -> None:
         engine.llm.collective_rpc(vllm_proposer.reset_proposer)
 
 
-def set_drafting(engine: VllmEngine, enabled: bool) -> None:
-    """Draft, or propose nothing from the next step on (specdec's drafter only)."""
-    if engine.spec.method == "specdec":
-        engine.llm.collective_rpc(vllm_proposer.set_drafting, args=(enabled,))
-
-
 def reset_prefix_cache(engine: VllmEngine) -> None:
     """Drop vLLM's prefix cache (no request running): prompts are prefilled anew."""
     if not engine.llm.reset_prefix_cache():

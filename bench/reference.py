@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.batches import run_batches
 from bench.replay import ReplayRequest
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.models import specdec_home
@@ -127,7 +128,7 @@ def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: Engi
         for path, requests in files.items():
             print(f"generating {kind} reference outputs for {len(requests)} requests (cached at {path})", flush=True)
             longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in requests]
-            results = engine.generate(longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
+            results = run_batches(engine, longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
             _write(path, [(r.id, r.sample, res.output_token_ids) for r, res in zip(requests, results, strict=True)])
     finally:
         if own:

@@ -93,9 +93,10 @@ def prepare_engine(params: GenerationParams, method: str) -> None:
     from bench import engine_hooks
 
     engine, _ = engine_cache.get_engine(params)
+    if engine.spec.method == "specdec":
+        engine.set_drafting(method != "none")
     engine_hooks.reset_prefix_cache(engine)
     engine_hooks.reset_proposer(engine)
-    engine_hooks.set_drafting(engine, method != "none")
 
 
 def measure(shards: Sequence[ShardRows], params: GenerationParams, shape: str = "stream") -> tuple[float, int]:

@@ -1,0 +1,48 @@
+"""The bench's fixed-batch loop, over the product's one stream (specdec.streaming)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from specdec.stats import ShardStats
+from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_stream
+from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
+
+
+def run_batches(engine: Any, requests: Sequence[GenerationRequest], sampling: SamplingOptions,
+                batch_size: int | None = None, *, show_progress: bool = False, stall_timeout_s: float | None = None,
+                stats: ShardStats | None = None) -> list[GenerationResult]:
+    """Generate `requests` on a started `engine`, results in request order: all as one group
+    (continuous batching), or groups of `batch_size`, each run to its end (a benchmark at a
+    fixed batch size). Each group is one shard of a sequential stream: a request without a seed
+    of its own gets `sampling.seed` + its index in its group. `stats` gains each group's
+    statistics, drafts by source included. Raises what failed a group (EngineStalled: no
+    engine step for `stall_timeout_s`)."""
+    size = batch_size or len(requests) or 1
+    groups = [ShardRequests(str(start), f"requests {start}..{start + size - 1}", list(requests[start:start + size]), None)
+              for start in range(0, len(requests), size)]
+    results: list[GenerationResult] = []
+    errors: list[BaseException] = []
+
+    def collect(outcome: ShardOutcome[None]) -> None:
+        results.extend(outcome.results)
+        if outcome.error is not None:
+            errors.append(outcome.error)
+        elif stats is not None:
+            stats.add(outcome.stats)
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(requests), unit="req", disable=not show_progress)
+    try:  # the engine's `finish_stream` (specdec's cache file written) comes once, after the last group
+        run_stream(groups, EngineHolder(lambda: (engine, 0.0)), sampling, collect, read_ahead_requests=size,
+                   stall_timeout_s=stall_timeout_s, sequential=True, on_progress=lambda _: bar.update(1))
+    except Exception:
+        if not errors:  # else a later group met the engine the first error left stopped
+            raise
+    finally:
+        bar.close()
+    if errors:
+        raise errors[0]
+    return results
