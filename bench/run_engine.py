@@ -1,5 +1,5 @@
 """`specdec bench-run`: many small shards through the real engine (started once) as one stream
-and as the old sequential worker, in interleaved rounds; run throughput excludes engine start.
+and one shard at a time, in interleaved rounds; run throughput excludes engine start.
 `--vs-none`: specdec against its drafting switched off on the same engine. The `long-first`
 shape is the stream ordered by the history an untimed first run leaves in the cache file
 (`stream` then runs in arrival order)."""

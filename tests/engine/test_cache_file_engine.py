@@ -13,8 +13,7 @@ import logging
 
 import pytest
 
-from bench.batches import run_batches
-from bench.engine_hooks import reset_proposer
+from bench.engine_hooks import reset_proposer, run_batches
 from specdec.drafting import cache_file
 from specdec.length_history import LengthHistory
 from oracles.suffix_cache import SuffixTrieCache

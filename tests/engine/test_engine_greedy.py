@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.batches import run_batches
+from bench.engine_hooks import run_batches
 from bench import engine_hooks
 from bench.drafters import specdec_drafter
 from bench.replay import ReplayRequest, replay

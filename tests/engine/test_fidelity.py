@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.batches import run_batches
-from bench.engine_hooks import reset_proposer
+from bench.engine_hooks import reset_proposer, run_batches
 from specdec.datasets import humaneval_rows, sharegpt_rows
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions

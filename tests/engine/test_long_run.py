@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.batches import run_batches
+from bench.engine_hooks import run_batches
 from specdec.datasets import humaneval_rows
 from specdec.types import GenerationRequest, SamplingOptions
 from support.engine_state import state_sizes

@@ -4,7 +4,7 @@ at once when asked as raw text get real answers."""
 import pyarrow as pa
 import pytest
 
-from bench.batches import run_batches
+from bench.engine_hooks import run_batches
 from specdec.params import GenerationParams
 from specdec.prompts import tokenize_rows, validate_rows
 

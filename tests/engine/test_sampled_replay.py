@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.batches import run_batches
+from bench.engine_hooks import run_batches
 from bench.drafters import FixedK, VllmNgramProposer
 from bench.reference import Workload, epoch_requests, reference
 from bench.replay import replay

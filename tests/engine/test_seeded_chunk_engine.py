@@ -16,8 +16,7 @@ MAX_TOKENS = 6
 
 @pytest.mark.slow
 def test_seeded_chunked_prefill_gives_the_unchunked_samples(engine_factory) -> None:
-    from bench.batches import run_batches
-    from bench.engine_hooks import reset_prefix_cache
+    from bench.engine_hooks import reset_prefix_cache, run_batches
     from specdec.sampling_seeds import sample_seed
     from specdec.types import GenerationRequest, SamplingOptions
 

@@ -16,7 +16,7 @@ except ImportError as exc:
         allow_module_level=True,
     )
 
-from bench.batches import run_batches
+from bench.engine_hooks import run_batches
 from bench.drafters import FixedK
 from bench.replay import ReplayRequest, replay
 from bench.suffix_baseline import ArcticSuffixProposer

@@ -50,8 +50,7 @@ def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool =
     requests reach vLLM's engine process (timing); `sequential` runs them one at a time.
     `stats` (a ShardStats) gains the batched call's statistics, drafts by source included.
     """
-    from bench.batches import run_batches
-    from bench.engine_hooks import reset_proposer
+    from bench.engine_hooks import reset_proposer, run_batches
 
     reset_proposer(engine)
     if not sequential:
