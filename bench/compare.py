@@ -74,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
         rows, dataset = load_rows(source, args.limit)
         requests, tokenizer, workload = _tokenize(rows, params, engine_cfg, dataset, args.epochs)
         if args.engine == "replay":
-            project = _run_mode if args.run_shards else _project
-            records += project(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
+            records += _replayed(requests, tokenizer, workload, ks, dataset, engine_cfg, params, args)
         else:
             records += _vllm(requests, workload, ks, dataset, engine_cfg, params, args)
     write_outputs(records, args.json, args.plots)
@@ -129,39 +128,23 @@ def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig
     return reference(requests, workload, cfg, resolve_model(params.model), tokenizer.eos_token_id)
 
 
-def _project(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
-             params: GenerationParams, args) -> list:
+def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
+              params: GenerationParams, args) -> list:
+    """Priced replays of the reference outputs: every method's steps (bench/projection.py), or
+    with --run-shards whole runs of none and specdec at the largest K (bench/run_replay.py)."""
     from bench.drafters import all_methods
     from bench.projection import project, render_projection_table
-
-    *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
-    available = all_methods()
-    names = _method_names(args.methods, list(available), allowed=set(available))
-    costs = _costs(args, engine_cfg, ks)
-    records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes, costs,
-                      engine_cfg.max_model_len, progress=lambda line: print(line, flush=True),
-                      warmup_epochs=earlier, workload=workload)
-    print()
-    print(render_projection_table(records))
-    return records
-
-
-def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.CostModel]:
-    asked = args.cost or [cost_models.H100_LLAMA3_8B]
-    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
-    costs = [cost_models.resolve(c, calibrated) for c in asked]
-    print("\n".join(cost.describe() for cost in costs))
-    return costs
-
-
-def _run_mode(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
-              params: GenerationParams, args) -> list:
-    """Every method (default none and specdec, at the largest K) at every rows-at-once."""
-    from bench.drafters import all_methods
     from bench.run_replay import render_run_table, replayed_jobs, run_records
 
     *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
     available = all_methods()
+    if not args.run_shards:
+        names = _method_names(args.methods, list(available), allowed=set(available))
+        records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes,
+                          _costs(args, engine_cfg, ks), engine_cfg.max_model_len,
+                          progress=lambda line: print(line, flush=True), warmup_epochs=earlier, workload=workload)
+        print(f"\n{render_projection_table(records)}")
+        return records
     records = []
     for cost in _costs(args, engine_cfg, ks):
         for name in _method_names(args.methods, ["none", "specdec"], allowed=set(available)):
@@ -172,6 +155,14 @@ def _run_mode(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
                                        dataset=dataset, **workload.record_fields())
     print(render_run_table(records))
     return records
+
+
+def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.CostModel]:
+    asked = args.cost or [cost_models.H100_LLAMA3_8B]
+    calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
+    costs = [cost_models.resolve(c, calibrated) for c in asked]
+    print("\n".join(cost.describe() for cost in costs))
+    return costs
 
 
 def _replies_run(params: GenerationParams, engine_cfg: EngineConfig, ks, args) -> list:

@@ -13,11 +13,9 @@ from specdec.prompts import InputError, PromptRow, prompt_token_ids, read_prompt
 
 def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 1500) -> list[dict[str, str]]:
     """Multi-turn ShareGPT prompts: the conversation up to its second user turn (the first
-    answer included), as chat `messages`; the model then writes the second answer.
-
-    Later turns often quote or edit earlier ones, which is where drafting from the request's
-    own text pays off. Conversations whose history exceeds `max_prompt_chars` are skipped.
-    """
+    answer included), as chat `messages`; the model then writes the second answer (later turns
+    often quote earlier ones: drafting from the request's own text pays). Conversations whose
+    history exceeds `max_prompt_chars` are skipped."""
     return sharegpt_history_rows("sharegpt-mt", lambda item: _multiturn_history(item, max_prompt_chars), limit)
 
 
@@ -26,13 +24,8 @@ def sharegpt_long_rows(
 ) -> list[dict[str, str]]:
     """Long-context ShareGPT prompts: each conversation's history up to its last user turn
     that keeps the history within `max_chars`, kept if it reaches `min_chars`; the model then
-    writes the next answer.
-
-    SmolLM2's tokenizer gives about 4.1 characters per token on these histories (median over
-    the first 300 rows; a tenth are below 3.2: code, other languages), so the window sits
-    inside 1-2k tokens at that ratio, leaving room for denser text. Measured over the first
-    64 rows: 883-2,821 chat-templated prompt tokens, median 1,495, 50 of 64 within 1-2k.
-    """
+    writes the next answer. At SmolLM2's about 4.1 characters per token on these histories
+    the window sits inside 1-2k prompt tokens, leaving room for denser text (code)."""
     return sharegpt_history_rows("sharegpt-long", lambda item: _long_history(item, min_chars, max_chars), limit)
 
 

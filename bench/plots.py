@@ -79,12 +79,8 @@ def _panels(records: list[dict[str, Any]], costs: list[str | None], y_key: str, 
         if cost is not None:
             ax.axhline(1.0, color="grey", linewidth=0.8)
             ax.set_yscale("log", base=2)  # the oracle's ceiling stays on the page without flattening the rest
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{'projected on ' + cost if cost else 'vLLM engine'}{workload_label(records)}", fontsize=10)
-        ax.set_xlabel("batch size (requests running at once)")
-        ax.set_ylabel(y_label)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
+        _label(ax, f"{'projected on ' + cost if cost else 'vLLM engine'}{workload_label(records)}",
+               "batch size (requests running at once)", y_label, ncol=2)
     return _save(fig, path)
 
 
@@ -120,14 +116,20 @@ def _run_times(records: list[dict[str, Any]], path: Path) -> Path:
             ax.plot(x, [p[1] for p in points], "--o", color=f"C{i % 10}", label=f"{key[1]} {key[2]} sequential")
             ax.plot(x, [p[2] for p in points], "-s", color=f"C{i % 10}", label=f"{key[1]} {key[2]} stream")
             ax.axhline(points[0][3], color=f"C{i % 10}", linestyle=":", linewidth=0.8)
-        ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(f"run on {records[0]['cost_model']}, {rows} rows at once (dotted: fluid bound)", fontsize=10)
-        ax.set_xlabel("shard size (requests)")
-        ax.set_ylabel("run time (s)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        _label(ax, f"run on {records[0]['cost_model']}, {rows} rows at once (dotted: fluid bound)",
+               "shard size (requests)", "run time (s)")
     return _save(fig, path)
+
+
+def _label(ax: Any, title: str, x_label: str, y_label: str, ncol: int = 1) -> None:
+    """The panels' common dress: log-2 x axis, title, axis labels, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=ncol)
 
 
 def _save(fig: Any, path: Path) -> Path:

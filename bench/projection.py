@@ -74,16 +74,10 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
             progress(f"{dataset}: batch {batch_size} skipped: only {len(requests)} prompts")
             continue
         for method in methods:
-            for k in _ks(method, ks):
+            for k in [0] if method.name == "none" else list(ks) if method.tuned_k else [max(ks)]:
                 runs += simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
     return _records(runs, dataset, requests, workload)
-
-
-def _ks(method: Method, ks: Sequence[int]) -> list[int]:
-    if method.name == "none":
-        return [0]
-    return list(ks) if method.tuned_k else [max(ks)]
 
 
 def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.engine_hooks import run_batches
 from bench.replay import ReplayRequest
 from specdec.config import ConfigError, EngineConfig, SpecConfig
 from specdec.models import specdec_home
@@ -23,6 +24,7 @@ LOOKAHEAD = 9  # tokens past max_tokens: more than any K a bench sweeps
 # Epoch e's base seed is seed + EPOCH_SEED_STRIDE * (e - 1): far apart, so that the seeds of
 # neighbouring base seeds' epochs do not coincide.
 EPOCH_SEED_STRIDE = 1_000_003
+_SCHEMA = pa.schema([("id", pa.string()), ("sample", pa.int32()), ("output_token_ids", pa.list_(pa.int32()))])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,15 +106,10 @@ def reference(requests: Sequence[GenerationRequest], workload: Workload, engine_
     stop = frozenset({eos_token_id})
     out = []
     for epoch, (reqs, path) in enumerate(zip(epochs, paths), start=1):
-        outputs = _read(path)
+        outputs = {(row["id"], row.get("sample") or 0): row["output_token_ids"] for row in pq.read_table(path).to_pylist()}
         out.append([ReplayRequest(replay_id(r.id, r.sample, epoch), r.prompt_token_ids, outputs[(r.id, r.sample)],
                                   r.max_tokens, stop) for r in reqs])
     return out
-
-
-def _read(path: Path) -> dict[tuple[str, int], list[int]]:
-    table = pq.read_table(path).to_pylist()
-    return {(row["id"], row.get("sample") or 0): row["output_token_ids"] for row in table}
 
 
 def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: EngineConfig, lookahead: int,
@@ -127,17 +124,12 @@ def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: Engi
         for path, requests in files.items():
             print(f"generating {kind} reference outputs for {len(requests)} requests (cached at {path})", flush=True)
             longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in requests]
-            results = engine.generate(longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
-            _write(path, [(r.id, r.sample, res.output_token_ids) for r, res in zip(requests, results, strict=True)])
+            results = run_batches(engine, longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
+            table = pa.Table.from_pylist([{"id": r.id, "sample": r.sample, "output_token_ids": res.output_token_ids}
+                                          for r, res in zip(requests, results, strict=True)], schema=_SCHEMA)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, path.with_name(path.name + ".tmp"))
+            path.with_name(path.name + ".tmp").replace(path)  # whole or not at all
     finally:
         if own:
             engine.close()
-
-
-def _write(path: Path, rows: list[tuple[str, int, list[int]]]) -> None:
-    schema = pa.schema([("id", pa.string()), ("sample", pa.int32()), ("output_token_ids", pa.list_(pa.int32()))])
-    table = pa.Table.from_pylist([{"id": i, "sample": s, "output_token_ids": out} for i, s, out in rows], schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)

@@ -1,5 +1,5 @@
 """`specdec bench-run`: many small shards through the real engine (started once) as one stream
-and as the old sequential worker, in interleaved rounds; run throughput excludes engine start.
+and one shard at a time, in interleaved rounds; run throughput excludes engine start.
 `--vs-none`: specdec against its drafting switched off on the same engine. The `long-first`
 shape is the stream ordered by the history an untimed first run leaves in the cache file
 (`stream` then runs in arrival order)."""
@@ -93,9 +93,10 @@ def prepare_engine(params: GenerationParams, method: str) -> None:
     from bench import engine_hooks
 
     engine, _ = engine_cache.get_engine(params)
+    if engine.spec.method == "specdec":
+        engine.set_drafting(method != "none")
     engine_hooks.reset_prefix_cache(engine)
     engine_hooks.reset_proposer(engine)
-    engine_hooks.set_drafting(engine, method != "none")
 
 
 def measure(shards: Sequence[ShardRows], params: GenerationParams, shape: str = "stream") -> tuple[float, int]:

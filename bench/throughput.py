@@ -152,7 +152,7 @@ class MethodEngine:
 
             self.engine = VllmEngine(self.engine_cfg, self.spec)
             self.starts += 1
-            self.engine.generate(self.warmup, GREEDY)
+            engine_hooks.run_batches(self.engine, self.warmup, GREEDY)
         return self.engine
 
     def close(self) -> None:
@@ -200,14 +200,14 @@ def measure(slot: MethodEngine, epochs: Sequence[Sequence[GenerationRequest]], r
     engine_hooks.reset_prefix_cache(engine)  # else a second batch size or round would prefill for free
     batch = epochs[-1]
     started = time.perf_counter()
-    engine.generate([dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size=batch_size)
+    engine_hooks.run_batches(engine, [dataclasses.replace(r, max_tokens=1) for r in batch], GREEDY, batch_size)
     prefill_s = time.perf_counter() - started
     engine_hooks.reset_proposer(engine)  # after the prefill pass: its one-token outputs must not be drafted from
     slot.measured = True
     for epoch in epochs[:-1]:
-        engine.generate(epoch, sampling, batch_size=batch_size)
+        engine_hooks.run_batches(engine, epoch, sampling, batch_size)
     started = time.perf_counter()
-    results = engine.generate(batch, sampling, batch_size=batch_size)
+    results = engine_hooks.run_batches(engine, batch, sampling, batch_size)
     decode_s = time.perf_counter() - started
     tokens = sum(len(r.output_token_ids) for r in results)
     return Timing(round_, method, batch_size, tokens, prefill_s, decode_s), results

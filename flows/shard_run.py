@@ -18,7 +18,6 @@ from prefect.runtime import flow_run
 
 from flows.params import FlowParams
 from specdec.generate import Generation, ShardRows, generate_shards
-from specdec.streaming import ShardWork
 from tasks import prefect_tasks as t
 from tasks.progress import LiveProgress
 from tasks.prompt_shards import LoadedShard, ShardInputError, ShardRef
@@ -69,7 +68,7 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool, key
     params = run.params.generation_params()
     live = LiveProgress(run.run_id, len(refs), keyed=keyed_progress)
 
-    def shards() -> Iterator[ShardRows]:
+    def shards() -> Iterator[ShardRows[_Loaded]]:
         for ref in refs:
             source = f"shard {ref.uri}"
             try:
@@ -83,9 +82,8 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool, key
             else:
                 yield ShardRows(ref.shard_id, source, shard.rows, shard.rejected, _Loaded(ref, shard))
 
-    def on_done(work: ShardWork, out: Generation | None, error: BaseException | None) -> None:
+    def on_done(loaded: _Loaded, out: Generation | None, error: BaseException | None) -> None:
         """Runs in the stream's one finisher thread: the only writer of `run` until the stream ends."""
-        loaded: _Loaded = work.context
         try:
             if error is not None:
                 raise error

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,7 +28,7 @@ def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], e
     for name, field in model.model_fields.items():
         if name in skip:
             continue
-        required = field.default is PydanticUndefined
+        required = field.is_required()
         kwargs: dict[str, Any] = {"dest": name, "help": _help(field.description, field.default, required)}
         if required:
             kwargs["required"] = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
@@ -23,7 +23,9 @@ from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
-from specdec.streaming import EngineHolder, ShardOutcome, ShardWork, StreamTotals, run_stream
+from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, StreamTotals, run_stream
+
+C = TypeVar("C")  # what the caller carries with each shard
 
 
 @dataclasses.dataclass
@@ -43,53 +45,53 @@ class Generation:
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardRows:
+class ShardRows(Generic[C]):
     """A shard's validated rows, before tokenizing: what a caller hands `generate_shards`."""
 
     key: str
     source: str  # names the shard in every message
     rows: Sequence[PromptRow]
     rejected: Sequence[RejectedRow]
-    context: Any = None  # the caller's own, back with the outcome
+    context: C = None  # type: ignore[assignment]  # the caller's own, handed back with its generation
     error: BaseException | None = None  # it could not be read: nothing to generate
 
 
-ShardDone = Callable[[ShardWork, Generation | None, BaseException | None], None]
+ShardDone = Callable[[C, Generation | None, BaseException | None], None]  # (context, generation, error)
 
 
-def generate_shards(shards: Iterable[ShardRows], params: GenerationParams, config_hash: str, config: dict[str, Any],
-                    on_done: ShardDone, *, sequential: bool = False, strict: bool = False,
+def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
+                    config: dict[str, Any], on_done: ShardDone[C], *, sequential: bool = False, strict: bool = False,
                     on_progress: Callable[[Any], None] | None = None) -> StreamTotals:
-    """Generate every shard through one engine stream; `on_done(work, generation, error)` gets
-    each shard once, as soon as its last request finishes (in a background thread unless
-    `sequential`). Shards are tokenized ahead of the engine, at most `params.read_ahead_requests`
-    requests ahead; `sequential` is the worker this replaced (for the run bench). `strict`: a row that cannot run fails its shard before anything of it is
-    generated."""
+    """Generate every shard through one engine stream; `on_done(context, generation, error)`
+    gets each shard once, as soon as its last request finishes (in a background thread unless
+    `sequential`: shards one at a time, no thread). Shards are tokenized ahead of the engine,
+    at most `params.read_ahead_requests` requests ahead. `strict`: a row that cannot run fails
+    its shard before anything of it is generated."""
     engines = EngineHolder(lambda: get_engine(params))
     reported_start_s = [0.0]  # engine start time already put on a shard
 
-    def loads() -> Iterable[ShardWork]:
+    def loads() -> Iterable[ShardRequests[C]]:
         history = _length_history(params)
         for shard in shards:
             try:
-                work = _tokenized(shard, params, engines, strict)
-                if history is not None and work.requests:
-                    work.expected_tokens = history.expected_tokens(work.requests)
-                yield work
+                tokenized = _tokenized(shard, params, engines, strict)
+                if history is not None and tokenized.requests:
+                    tokenized.expected_tokens = history.expected_tokens(tokenized.requests)
+                yield tokenized
             except Exception as exc:  # this shard cannot run; the others go on
-                yield ShardWork(shard.key, shard.source, [], list(shard.rejected), shard.context, exc)
+                yield ShardRequests(shard.key, shard.source, [], shard.context, list(shard.rejected), exc)
 
-    def hand_on(outcome: ShardOutcome) -> None:
-        work = outcome.work
+    def hand_on(outcome: ShardOutcome[C]) -> None:
+        shard = outcome.shard
         if outcome.error is not None:
-            on_done(work, None, outcome.error)
+            on_done(shard.context, None, outcome.error)
             return
-        num_samples = collections.Counter(r.id for r in work.requests)  # what each row asked for
+        num_samples = collections.Counter(r.id for r in shard.requests)  # what each row asked for
         table = results_to_table(outcome.results, params.method, config_hash, config, num_samples)
         # An engine start goes on the first shard handed on after it: the shards' sum is the run's.
         start_s, reported_start_s[0] = engines.start_s - reported_start_s[0], engines.start_s
-        on_done(work, Generation(table, outcome.stats, work.quarantined, start_s, outcome.generate_s,
-                                 len(num_samples)), None)
+        on_done(shard.context, Generation(table, outcome.stats, shard.quarantined, start_s, outcome.generate_s,
+                                          len(num_samples)), None)
 
     return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=params.read_ahead_requests,
                       stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)
@@ -102,7 +104,8 @@ def _length_history(params: GenerationParams) -> LengthHistory | None:
     return LengthHistory.read(params.cache_file, tokenizer_digest(resolve_model(params.model)))
 
 
-def _tokenized(shard: ShardRows, params: GenerationParams, engines: EngineHolder, strict: bool) -> ShardWork:
+def _tokenized(shard: ShardRows[C], params: GenerationParams, engines: EngineHolder,
+               strict: bool) -> ShardRequests[C]:
     if shard.error is not None:
         raise shard.error
     rows, greedy = reject_greedy_samples(shard.rows, params.temperature, shard.source)
@@ -110,14 +113,14 @@ def _tokenized(shard: ShardRows, params: GenerationParams, engines: EngineHolder
         raise InputError(f"{shard.source}: {len(greedy)} row(s) cannot run: " + "; ".join(r.reason for r in greedy[:5]))
     quarantined = [*shard.rejected, *greedy]
     if not rows:  # zero-row input, or every row rejected: no engine needed
-        return ShardWork(shard.key, shard.source, [], quarantined, shard.context)
+        return ShardRequests(shard.key, shard.source, [], shard.context, quarantined)
     tokenizer = engines.tokenizer()
     max_model_len = engines.get().engine_config.max_model_len
     requests, too_long = tokenize_rows(rows, tokenizer, params.max_tokens, max_model_len, shard.source,
                                        params.prompt_format, params.samples, params.seed)
     if strict and too_long:
         raise InputError(f"{shard.source}: {len(too_long)} row(s) cannot run: " + "; ".join(r.reason for r in too_long[:5]))
-    return ShardWork(shard.key, shard.source, requests, [*quarantined, *too_long], shard.context)
+    return ShardRequests(shard.key, shard.source, requests, shard.context, [*quarantined, *too_long])
 
 
 def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], params: GenerationParams,
@@ -129,7 +132,7 @@ def generate_rows(rows: Sequence[PromptRow], rejected: Sequence[RejectedRow], pa
     progress = _Progress(sum(row.samples or params.samples for row in rows)) if show_progress else None
     try:
         generate_shards([ShardRows(source, source, rows, rejected)], params, config_hash, config,
-                        lambda work, out, error: done.append((out, error)), sequential=True, strict=strict,
+                        lambda _, out, error: done.append((out, error)), sequential=True, strict=strict,
                         on_progress=progress.update if progress is not None else None)
     finally:
         if progress is not None:

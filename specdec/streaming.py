@@ -2,10 +2,14 @@
 bounded), their requests share one engine (held at twice its batch), and each shard goes to
 `on_outcome` in a finisher thread the moment its last request finishes. Requests start in
 arrival order, so shards commit promptly; once every shard is loaded, the rest of the run
-starts longest expected first where earlier runs tell it (`ShardWork.expected_tokens`): the
-run's tail is its last long requests. A failing shard fails alone; a stalled engine fails the
-shards in it and a fresh one takes the rest. `sequential=True` is the old worker, kept only for
-the run bench."""
+starts longest expected first where earlier runs tell it (`ShardRequests.expected_tokens`):
+the run's tail is its last long requests. A failing shard fails alone; a stalled engine fails
+the shards in it and a fresh one takes the rest. `sequential=True` takes one shard at a time,
+loaded in the caller's thread once the last one ended: `specdec generate`'s one file needs no
+thread, and the run bench measures the stream against it.
+
+A shard's stages here: `ShardRequests` (loaded and tokenized, the caller's `context` with it)
+-> `_InEngine` -> `ShardOutcome`."""
 
 from __future__ import annotations
 
@@ -15,35 +19,38 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 from specdec.engines.engine_stream import EngineStream
 from specdec.engines.stall import EngineStalled, StallWatch
-from specdec.stream_threads import PENDING, Finisher, ReadAhead, next_shard
+from specdec.handoff import Finisher, Inline, ReadAhead, Source
 from specdec.prompts import RejectedRow
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
 log = logging.getLogger(__name__)
 
+C = TypeVar("C")  # what the caller carries with each shard
+
+
 @dataclasses.dataclass
-class ShardWork:
-    """One shard, loaded: its requests (in order) and the rows that cannot run."""
+class ShardRequests(Generic[C]):
+    """A shard, loaded: its requests (in order) and the rows that cannot run."""
 
     key: str  # unique within the stream
     source: str  # names the shard in messages
     requests: list[GenerationRequest]
+    context: C  # the caller's own, back with the outcome
     quarantined: list[RejectedRow] = dataclasses.field(default_factory=list)
-    context: Any = None  # the caller's own (e.g. the loaded shard and its fingerprint)
     error: BaseException | None = None  # loading failed: nothing to generate
     # per request, its expected output length from earlier runs (None: no history, arrival order)
     expected_tokens: list[float] | None = None
 
 
 @dataclasses.dataclass
-class ShardOutcome:
-    work: ShardWork
+class ShardOutcome(Generic[C]):
+    shard: ShardRequests[C]
     results: list[GenerationResult]  # in request order; empty when it failed
     stats: ShardStats
     generate_s: float  # wall time from its first request in the engine to its last finished
@@ -54,7 +61,6 @@ class ShardOutcome:
 class StreamTotals:
     busy_s: float = 0.0  # engine wall time with requests in it (all engines of the stream)
     wall_s: float = 0.0
-    cancelled_s: float = 0.0
     engine_start_s: float = 0.0
     num_shards: int = 0
     num_failed: int = 0
@@ -62,10 +68,10 @@ class StreamTotals:
 
 
 @dataclasses.dataclass
-class _Open:
-    """A shard in the engine."""
+class _InEngine(Generic[C]):
+    """A shard with requests in the engine, or waiting to join it."""
 
-    work: ShardWork
+    shard: ShardRequests[C]
     results: list[GenerationResult | None]
     num_added: int = 0
     num_done: int = 0
@@ -112,10 +118,10 @@ class EngineHolder:
 
 
 def run_stream(
-    loads: Iterable[ShardWork],
+    loads: Iterable[ShardRequests[C]],
     engines: EngineHolder,
     sampling: SamplingOptions,
-    on_outcome: Callable[[ShardOutcome], None],
+    on_outcome: Callable[[ShardOutcome[C]], None],
     *,
     read_ahead_requests: int,
     stall_timeout_s: float | None = None,
@@ -125,15 +131,15 @@ def run_stream(
     """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
     background thread unless `sequential`). Raises what the caller's `loads` raised, the
     first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
-    source = iter(loads) if sequential else ReadAhead(loads, read_ahead_requests)
-    finisher = Finisher(on_outcome, inline=sequential)
+    source: Source[ShardRequests[C]] = Inline(loads) if sequential else \
+        ReadAhead(loads, read_ahead_requests, lambda shard: len(shard.requests))
+    finisher = Finisher(on_outcome, inline=sequential, name=lambda outcome: outcome.shard.source)
     runner = _StreamRunner(engines, sampling, source, finisher, stall_timeout_s, sequential, on_progress)
     started = time.perf_counter()
     try:
         runner.run()
     finally:
-        if isinstance(source, ReadAhead):
-            source.close()
+        source.close()
         finisher.close()
         runner.close_stream()
     totals = runner.totals
@@ -144,9 +150,9 @@ def run_stream(
     return totals
 
 
-class _StreamRunner:
-    def __init__(self, engines: EngineHolder, sampling: SamplingOptions, source: Iterator[ShardWork],
-                 finisher: Finisher, stall_timeout_s: float | None, sequential: bool,
+class _StreamRunner(Generic[C]):
+    def __init__(self, engines: EngineHolder, sampling: SamplingOptions, source: Source[ShardRequests[C]],
+                 finisher: Finisher[ShardOutcome[C]], stall_timeout_s: float | None, sequential: bool,
                  on_progress: Callable[[GenerationResult], None] | None) -> None:
         self.engines = engines
         self.sampling = sampling
@@ -158,12 +164,11 @@ class _StreamRunner:
         self.totals = StreamTotals()
         self.engine: Any = None
         self.stream: EngineStream | None = None
-        self.open: dict[str, _Open] = {}
+        self.open: dict[str, _InEngine[C]] = {}
         # requests not yet in the engine, every open shard's: (key, arrival, shard, index, expected tokens);
         # the key is 0 until the last shard is loaded, then -expected tokens
         self.waiting: list[tuple[float, int, str, int, float]] = []
         self.arrivals = 0
-        self.exhausted = False  # the source has no more shards
         self.ending_told = False  # this engine knows nothing more will join
 
     def _ensure_engine(self) -> EngineStream:
@@ -178,7 +183,6 @@ class _StreamRunner:
     def close_stream(self) -> None:
         if self.stream is not None:
             self.totals.busy_s += self.stream.busy_s
-            self.totals.cancelled_s += self.stream.cancelled_s
             if getattr(self.engine, "alive", True):
                 self._hook("finish_stream")  # e.g. the drafter's cache file is written
             self.stream = None
@@ -190,7 +194,7 @@ class _StreamRunner:
             hook(*args)
 
     def run(self) -> None:
-        while not (self.exhausted and not self.open):  # one StallWatch per engine: a stalled one is replaced
+        while not (self.source.exhausted and not self.open):  # one StallWatch per engine: a stalled one is replaced
             with StallWatch(self.stall_timeout_s, self._stop_stalled) as watch:
                 self._run_engine(watch)
 
@@ -200,7 +204,7 @@ class _StreamRunner:
             watch.pause()  # waiting for shards is not the engine's stall
             self._top_up()
             if not self.open:
-                if self.exhausted:
+                if self.source.exhausted:
                     return
                 continue
             watch.progress()
@@ -222,78 +226,70 @@ class _StreamRunner:
         return 2 * max_num_seqs
 
     def _top_up(self) -> None:
-        """Open every shard the read-ahead has ready (sequential: the next one only once this
-        one ended), then add waiting requests up to the capacity."""
-        while not self.exhausted and not (self.sequential and self.open):
-            work = next_shard(self.source, block=not self.open)  # wait only when the engine has nothing to do
-            if work is PENDING:
-                break
-            if work is None:
-                self.exhausted = True
+        """Open every shard the source has ready (sequential: the next one only once this one
+        ended), then add waiting requests up to the capacity."""
+        while not self.source.exhausted and not (self.sequential and self.open):
+            shard = self.source.take(block=not self.open)  # wait only when the engine has nothing to do
+            if shard is not None:
+                self._open(shard)
+            elif self.source.exhausted:
                 self._longest_first()
             else:
-                self._open(work)
+                break
         if self.open:  # the engine starts only once a shard has something to generate
             stream = self._ensure_engine()
             added = 0
             while self.waiting and stream.num_in_flight < self._capacity():
-                _, _, owner, index, _ = heapq.heappop(self.waiting)
-                shard = self.open.get(owner)
+                _, _, key, index, _ = heapq.heappop(self.waiting)
+                shard = self.open.get(key)
                 if shard is None:
                     continue  # its shard failed: its requests were released then
                 if shard.num_added == 0:
                     shard.started = time.perf_counter()
-                stream.add(owner, index, shard.work.requests[index])
+                stream.add(key, index, shard.shard.requests[index])
                 shard.num_added += 1
                 added += 1
-            self._release(added)
-        if self.exhausted and not self.waiting and self.stream is not None and not self.ending_told:
+            self.source.release(added)
+        if self.source.exhausted and not self.waiting and self.stream is not None and not self.ending_told:
             self.ending_told = True
             self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
 
     def _longest_first(self) -> None:
         """The run's last window (every shard loaded): its waiting requests start longest
         expected first, so that no long one starts last and runs alone."""
-        self.waiting = [(-expected, arrival, owner, index, expected)
-                        for _, arrival, owner, index, expected in self.waiting]
+        self.waiting = [(-expected, arrival, key, index, expected)
+                        for _, arrival, key, index, expected in self.waiting]
         heapq.heapify(self.waiting)
 
-    def _release(self, num_requests: int) -> None:
-        """The read-ahead no longer holds these requests (in the engine, or their shard failed)."""
-        if isinstance(self.source, ReadAhead):
-            self.source.release(num_requests)
-
-    def _open(self, work: ShardWork) -> None:
+    def _open(self, shard: ShardRequests[C]) -> None:
         self.totals.num_shards += 1
-        if work.error is not None or not work.requests:
-            self.finisher.put(ShardOutcome(work, [], ShardStats.aggregate([]), 0.0, work.error))
-            self.totals.num_failed += work.error is not None
+        if shard.error is not None or not shard.requests:
+            self.finisher.put(ShardOutcome(shard, [], ShardStats.aggregate([]), 0.0, shard.error))
+            self.totals.num_failed += shard.error is not None
             return
-        self.open[work.key] = _Open(work, [None] * len(work.requests))
-        expected = work.expected_tokens or [0.0] * len(work.requests)
+        self.open[shard.key] = _InEngine(shard, [None] * len(shard.requests))
+        expected = shard.expected_tokens or [0.0] * len(shard.requests)
         for index, tokens in enumerate(expected):
-            heapq.heappush(self.waiting, (0.0, self.arrivals, work.key, index, tokens))
+            heapq.heappush(self.waiting, (0.0, self.arrivals, shard.key, index, tokens))
             self.arrivals += 1
 
-    def _finished(self, owner: str, index: int, result: GenerationResult) -> None:
-        shard = self.open.get(owner)
+    def _finished(self, key: str, index: int, result: GenerationResult) -> None:
+        shard = self.open.get(key)
         if shard is None:
             return  # its shard failed meanwhile
-        request = shard.work.requests[index]
-        result.sample = request.sample
+        result.sample = shard.shard.requests[index].sample
         shard.results[index] = result
         shard.num_done += 1
         self.totals.num_output_tokens += len(result.output_token_ids)
         if self.on_progress is not None:
             self.on_progress(result)
         if shard.num_done == len(shard.results):
-            del self.open[owner]
+            del self.open[key]
             results = [r for r in shard.results if r is not None]
             stats = ShardStats.of_results(results)
-            take = getattr(self.engine, "take_source_counts", None)
-            if take is not None and not self.open:  # the drafter counts by engine, not by shard
-                stats.add_source_counts(take())
-            self.finisher.put(ShardOutcome(shard.work, results, stats, time.perf_counter() - shard.started))
+            assert self.stream is not None
+            stats.add_source_counts(self.stream.take_source_counts(key, len(results)))
+            self.finisher.put(ShardOutcome(shard.shard, results, stats, time.perf_counter() - shard.started))
 
     def _stop_stalled(self) -> None:
         self._hook("stop_stalled", self.stall_timeout_s or 0.0)
@@ -301,13 +297,13 @@ class _StreamRunner:
     def _engine_failed(self, exc: Exception) -> None:
         """The engine died or stalled: the shards in it fail (each named), a fresh engine
         takes the rest."""
-        failed = [owner for owner, shard in self.open.items() if shard.num_added]
+        failed = [key for key, shard in self.open.items() if shard.num_added]
         log.error("the engine failed with %d shard(s) in it: %s", len(failed), exc)
-        for owner in failed:
-            shard = self.open.pop(owner)
-            self._release(len(shard.results) - shard.num_added)  # its waiting requests are dropped
+        for key in failed:
+            shard = self.open.pop(key)
+            self.source.release(len(shard.results) - shard.num_added)  # its waiting requests are dropped
             self.totals.num_failed += 1
-            self.finisher.put(ShardOutcome(shard.work, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.work)))
+            self.finisher.put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
         if self.stream is not None:
             self.totals.busy_s += self.stream.busy_s
             self.stream = None
@@ -315,5 +311,5 @@ class _StreamRunner:
         self.engine = None
 
 
-def _named(exc: BaseException, work: ShardWork) -> BaseException:
-    return (EngineStalled if isinstance(exc, EngineStalled) else RuntimeError)(f"{work.source}: {exc}")
+def _named(exc: BaseException, shard: ShardRequests[Any]) -> BaseException:
+    return (EngineStalled if isinstance(exc, EngineStalled) else RuntimeError)(f"{shard.source}: {exc}")

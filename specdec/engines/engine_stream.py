@@ -1,16 +1,17 @@
 """Requests from many owners (shards) in flight in one engine, and what each one cost.
 
-`EngineStream` drives an engine's request-level loop (vLLM's `add_request` / `step` /
-`abort_request`): requests join whenever the caller adds them, each `step()` hands back the
+`EngineStream` drives an engine's request-level loop (vLLM's `add_request` / `step`): requests join whenever the caller adds them, each `step()` hands back the
 requests that finished, and nothing waits for a group to end. Every step's wall time is
 attributed to the requests that produced tokens in it, in proportion to their tokens (new
 output tokens, plus the prompt's tokens with a request's first output: its prefill); a step
 in which no request produced output passes its time on to the next one (or, when requests
-finish in it without new tokens, to those). So the finished requests' `engine_s` plus the time
-of cancelled ones (`cancelled_s`) add up to the engine's busy time (`busy_s`).
+finish in it without new tokens, to those). So the finished requests' `engine_s` add up to
+the engine's busy time (`busy_s`).
 
 The engine side is the `RequestEngine` protocol: `VllmEngine` implements it, and so can a
-test double.
+test double. An engine that counts its drafts by source also has
+`take_source_counts(request_ids) -> {request id: {source: (drafted, accepted)}}`, for the ids
+this stream gave `add_request` (only those that drafted), removing them from its counts.
 """
 
 from __future__ import annotations
@@ -38,8 +39,6 @@ class RequestEngine(Protocol):
 
     def step(self) -> list[RequestUpdate]: ...
 
-    def abort_requests(self, request_ids: list[str]) -> None: ...
-
 
 @dataclasses.dataclass
 class _InFlight:
@@ -64,7 +63,6 @@ class EngineStream:
         self.engine = engine
         self.sampling = sampling
         self.busy_s = 0.0  # wall time with at least one request in the engine
-        self.cancelled_s = 0.0  # engine time of requests cancelled before they finished
         self._in_flight: dict[str, _InFlight] = {}
         self._mark: float | None = None  # start of the interval the next step closes
         self._unattributed_s = 0.0  # time of steps that produced no output
@@ -73,9 +71,14 @@ class EngineStream:
     def num_in_flight(self) -> int:
         return len(self._in_flight)
 
+    @staticmethod
+    def request_id(owner: str, index: int) -> str:
+        """The engine's id of `owner`'s `index`-th request: unique while both are in the engine."""
+        return f"{owner}\x1f{index}"
+
     def add(self, owner: str, index: int, request: GenerationRequest) -> None:
         """Queue `request` (its owner's `index`-th: the default seed follows the index)."""
-        request_id = f"{owner}\x1f{index}"
+        request_id = self.request_id(owner, index)
         if request_id in self._in_flight:
             raise ValueError(f"request {index} of {owner} is already in flight")
         if self._mark is None:
@@ -83,16 +86,18 @@ class EngineStream:
         self.engine.add_request(request_id, request, self.sampling, index)
         self._in_flight[request_id] = _InFlight(owner, index, len(request.prompt_token_ids))
 
-    def cancel(self, owner: str) -> int:
-        """Abort every request of `owner` still in the engine; how many there were."""
-        ids = [rid for rid, req in self._in_flight.items() if req.owner == owner]
-        if ids:
-            self.engine.abort_requests(ids)
-            for rid in ids:
-                self.cancelled_s += self._in_flight.pop(rid).engine_s
-        if not self._in_flight:
-            self._idle()
-        return len(ids)
+    def take_source_counts(self, owner: str, num_requests: int) -> dict[str, tuple[int, int]]:
+        """`owner`'s drafts by source, (drafted, accepted) tokens summed over its requests 0 ..
+        `num_requests` - 1 and taken from the engine ({} where the engine does not count them)."""
+        take = getattr(self.engine, "take_source_counts", None)
+        if take is None:
+            return {}
+        total: dict[str, tuple[int, int]] = {}
+        for counts in take([self.request_id(owner, i) for i in range(num_requests)]).values():
+            for source, (drafted, accepted) in counts.items():
+                was = total.get(source, (0, 0))
+                total[source] = (was[0] + int(drafted), was[1] + int(accepted))
+        return total
 
     def step(self) -> list[Finished]:
         """One engine step: the requests it finished, each with its engine time."""

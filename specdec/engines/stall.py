@@ -1,10 +1,10 @@
 """Noticing an engine that makes no progress.
 
-A generate call blocks until vLLM hands back finished requests; an engine that stops making
-progress (a hung device, a stopped process) would block its worker forever. `StallWatch`
-runs beside the call and calls `on_stall` once when no request has finished for `limit_s`
-seconds; the engine adapter's `on_stall` kills the engine processes and wakes the blocked
-call, which then raises `EngineStalled`.
+An engine step blocks until vLLM hands back its outputs; an engine that stops making progress
+(a hung device, a stopped process) would block its worker forever. `StallWatch` runs beside
+the stream and calls `on_stall` once when no step has ended for `limit_s` seconds; the engine
+adapter's `on_stall` kills the engine processes and wakes the blocked step, which then raises
+(the stream reports `EngineStalled`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-
 
 
 class EngineStalled(RuntimeError):
@@ -22,8 +20,8 @@ class EngineStalled(RuntimeError):
 
 
 class StallWatch:
-    """`with StallWatch(limit_s, on_stall) as watch:` ... `watch.progress()` on every
-    finished request. `limit_s=None` watches nothing."""
+    """`with StallWatch(limit_s, on_stall) as watch:` ... `watch.progress()` after every
+    engine step. `limit_s=None` watches nothing."""
 
     def __init__(self, limit_s: float | None, on_stall: Callable[[], None]) -> None:
         self.limit_s = limit_s

@@ -13,11 +13,12 @@ import logging
 
 import pytest
 
-from bench.engine_hooks import reset_proposer
+from bench.engine_hooks import reset_proposer, run_batches
 from specdec.drafting import cache_file
 from specdec.length_history import LengthHistory
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.models import tokenizer_digest
+from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, SamplingOptions
 from support import chi_square, sampling_probe
 
@@ -46,7 +47,7 @@ def test_an_engine_sets_a_damaged_file_aside_and_saves_a_good_one(engine_factory
     assert not path.exists() and any(str(aside) in r.getMessage() for r in caplog.records), caplog.text
     tok = engine.tokenizer
     requests = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"][:300])), 16) for r in humaneval_rows[:4]]
-    results = engine.generate(requests, SamplingOptions(temperature=0.0))
+    results = run_batches(engine, requests, SamplingOptions(temperature=0.0))
     assert len(results) == 4
     digest = tokenizer_digest(default_model_dir)
     meta, _ = cache_file.read(path, digest)
@@ -69,10 +70,11 @@ def test_a_rerun_drafts_from_history_and_keeps_the_sampling_distribution(engine_
     engine = engine_factory("specdec", budget=False, cache_file=str(cache_path))
     options = SamplingOptions(temperature=0.8, ignore_eos=True)
     reset_proposer(engine)  # whatever the file holds now: not under test
-    engine.generate(sampling_probe.sample_requests(engine, EPOCH_SEEDS[0], NUM_SAMPLES), options)
+    run_batches(engine, sampling_probe.sample_requests(engine, EPOCH_SEEDS[0], NUM_SAMPLES), options)
     reset_proposer(engine)  # the re-run starts from the file the first run saved
-    rerun = engine.generate(sampling_probe.sample_requests(engine, EPOCH_SEEDS[1], NUM_SAMPLES), options)
-    counts = engine.take_source_counts()
+    stats = ShardStats()
+    rerun = run_batches(engine, sampling_probe.sample_requests(engine, EPOCH_SEEDS[1], NUM_SAMPLES), options, stats=stats)
+    counts = sampling_probe.source_counts(stats)
     probe = sampling_probe.summarize(rerun)
     print(f"\nre-run drafts by source: {counts}; accepted {probe['num_accepted_tokens']} of "
           f"{probe['num_draft_tokens']} draft tokens")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.engine_hooks import run_batches
 from bench import engine_hooks
 from bench.drafters import specdec_drafter
 from bench.replay import ReplayRequest, replay
@@ -30,7 +31,7 @@ def requests(tokenizer, humaneval_rows):
 
 @pytest.fixture(scope="module")
 def plain(engine_factory, requests):
-    return engine_factory("none").generate(requests, GREEDY)
+    return run_batches(engine_factory("none"), requests, GREEDY)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def speculative(engine_factory, requests):
     # comes before `plain` in the first test's arguments, so a shared one can be kept
     engine = engine_factory("specdec", k_max=K_MAX, newest=True)
     before = engine_calls.counters(engine)
-    results = engine.generate(requests, GREEDY)
+    results = run_batches(engine, requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
     return results, engine_calls.counters(engine) - before, engine.step_cost()
 
@@ -50,7 +51,7 @@ def test_greedy_output_identical_to_no_speculation(method, engine_factory, reque
     if method == "specdec":
         results, _, _ = speculative
     else:
-        results = engine_factory("ngram", k_max=K_MAX).generate(requests, GREEDY)
+        results = run_batches(engine_factory("ngram", k_max=K_MAX), requests, GREEDY)
     assert all(len(r.output_token_ids) >= 16 for r in plain)
     assert_same_greedy_outputs(plain, results, method)
 
@@ -61,10 +62,10 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
     engine_hooks.reset_proposer(engine)  # a cold cross-request cache, as the replay starts with
     subset = requests[:8]
     # One request at a time, so requests finish into the cache in the replay's order.
-    results = engine.generate(subset, GREEDY, batch_size=1)
+    results = run_batches(engine, subset, GREEDY, batch_size=1)
     # Reference with look-ahead: vLLM verifies (and counts) drafts past the stop point.
     lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + K_MAX + 1) for r in subset]
-    reference = engine_factory("none").generate(lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
+    reference = run_batches(engine_factory("none"), lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
     eos = frozenset({engine_factory("none").tokenizer.eos_token_id})
     replayed = replay(
         [
@@ -88,13 +89,13 @@ def test_drafting_switched_off_runs_as_none_and_back_on_drafts_again(engine_fact
     engine_hooks.reset_proposer(engine)
     try:
         engine.set_drafting(False)  # what the engine cache does for a `none` run
-        off = engine.generate(subset, GREEDY)
+        off = run_batches(engine, subset, GREEDY)
     finally:
         engine.set_drafting(True)
     assert [r.output_token_ids for r in off] == [r.output_token_ids for r in plain[:4]]
     assert [r.stats for r in off] == [r.stats for r in plain[:4]]  # recorded as `none` records them
     engine_hooks.reset_proposer(engine)
-    assert sum(r.stats.num_draft_tokens for r in engine.generate(subset, GREEDY)) > 0
+    assert sum(r.stats.num_draft_tokens for r in run_batches(engine, subset, GREEDY)) > 0
     with pytest.raises(ConfigError, match="only specdec"):
         engine_factory("none").set_drafting(False)
 

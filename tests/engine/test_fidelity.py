@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.engine_hooks import reset_proposer
+from bench.engine_hooks import reset_proposer, run_batches
 from specdec.datasets import humaneval_rows, sharegpt_rows
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
@@ -61,7 +61,7 @@ def greedy_requests(engine_factory) -> list[GenerationRequest]:
 
 @pytest.fixture(scope="module")
 def plain_greedy(engine_factory, greedy_requests) -> list[GenerationResult]:
-    results = engine_factory("none").generate(greedy_requests, GREEDY)
+    results = run_batches(engine_factory("none"), greedy_requests, GREEDY)
     assert all(len(r.output_token_ids) == GREEDY_MAX_TOKENS for r in results)
     return results
 
@@ -69,7 +69,7 @@ def plain_greedy(engine_factory, greedy_requests) -> list[GenerationResult]:
 def check_greedy_identity(method: str, engine_factory, requests, plain) -> None:
     engine = engine_factory(method)
     reset_proposer(engine)
-    results = engine.generate(requests, GREEDY)  # one call: vLLM batches up to max_num_seqs
+    results = run_batches(engine, requests, GREEDY)  # one call: vLLM batches up to max_num_seqs
     # vLLM's per-request spec-decode metrics (its engine-wide counters from get_metrics()
     # only follow the newest of the engines alive in this process)
     total = ShardStats.aggregate(r.stats for r in results)

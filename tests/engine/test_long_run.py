@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.engine_hooks import run_batches
 from specdec.datasets import humaneval_rows
 from specdec.types import GenerationRequest, SamplingOptions
 from support.engine_state import state_sizes
@@ -28,7 +29,7 @@ def test_per_request_state_is_empty_after_every_shard_and_bounded_state_stays_bo
     for shard in range(NUM_SHARDS):
         part = rows[shard * SHARD_SIZE : (shard + 1) * SHARD_SIZE]
         requests = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"][:300])), 24) for r in part]
-        assert len(engine.generate(requests, SamplingOptions(temperature=0.0))) == SHARD_SIZE
+        assert len(run_batches(engine, requests, SamplingOptions(temperature=0.0))) == SHARD_SIZE
         sizes = state_sizes(engine)
         per_request = {name: size for name, (size, bound) in sizes.items() if bound is None}
         assert set(per_request) >= {"driver_request_states", "driver_unfinished"}, sizes

@@ -4,6 +4,7 @@ at once when asked as raw text get real answers."""
 import pyarrow as pa
 import pytest
 
+from bench.engine_hooks import run_batches
 from specdec.params import GenerationParams
 from specdec.prompts import tokenize_rows, validate_rows
 
@@ -32,5 +33,5 @@ def test_gsm8k_questions_get_real_answers_with_the_default_prompt_format(tokeniz
     requests, rejected = tokenize_rows(rows, tokenizer, 32, engine.engine_config.max_model_len, "gsm8k",
                                        GenerationParams().prompt_format)
     assert not rejected
-    results = engine.generate(requests, SamplingOptions())
+    results = run_batches(engine, requests, SamplingOptions())
     assert [len(r.output_token_ids) >= 8 for r in results] == [True] * 4, [r.completion for r in results]

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from bench.engine_hooks import run_batches
 from bench.drafters import FixedK, VllmNgramProposer
 from bench.reference import Workload, epoch_requests, reference
 from bench.replay import replay
@@ -44,7 +45,7 @@ def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_
     # deterministic drafts of up to four tokens, the argument's case position by position
     ngram = SpecConfig(method="ngram", k_max=K, ngram_min=2, ngram_max=5)
     engine = engine_factory("ngram", k_max=K, ngram_min=ngram.ngram_min, ngram_max=ngram.ngram_max)
-    results = engine.generate(epoch_requests(rows, WORKLOAD, 1), WORKLOAD.sampling)
+    results = run_batches(engine, epoch_requests(rows, WORKLOAD, 1), WORKLOAD.sampling)
     engine_rate, engine_se = _rate_and_se([sum(r.per_step_drafted) for r in results],
                                           [sum(r.per_step_accepted) for r in results])
 

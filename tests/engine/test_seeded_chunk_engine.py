@@ -16,7 +16,7 @@ MAX_TOKENS = 6
 
 @pytest.mark.slow
 def test_seeded_chunked_prefill_gives_the_unchunked_samples(engine_factory) -> None:
-    from bench.engine_hooks import reset_prefix_cache
+    from bench.engine_hooks import reset_prefix_cache, run_batches
     from specdec.sampling_seeds import sample_seed
     from specdec.types import GenerationRequest, SamplingOptions
 
@@ -36,11 +36,11 @@ def test_seeded_chunked_prefill_gives_the_unchunked_samples(engine_factory) -> N
     sampling = SamplingOptions(temperature=0.8)
 
     reset_prefix_cache(engine)
-    together = engine.generate(requests, sampling)
+    together = run_batches(engine, requests, sampling)
     alone = []
     for request in requests:
         reset_prefix_cache(engine)  # prefilled anew, in one step
-        alone.append(engine.generate([request], sampling)[0])
+        alone.append(run_batches(engine, [request], sampling)[0])
 
     outputs = [r.output_token_ids for r in together]
     assert all(len(out) == MAX_TOKENS for out in outputs)

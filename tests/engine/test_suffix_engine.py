@@ -16,6 +16,7 @@ except ImportError as exc:
         allow_module_level=True,
     )
 
+from bench.engine_hooks import run_batches
 from bench.drafters import FixedK
 from bench.replay import ReplayRequest, replay
 from bench.suffix_baseline import ArcticSuffixProposer
@@ -44,7 +45,7 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, 
     subset = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows[:6]]
     # Reference with look-ahead: vLLM verifies (and caches) tokens past the stop point.
     lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + K_MAX + 1) for r in subset]
-    reference = engine_factory("none").generate(lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
+    reference = run_batches(engine_factory("none"), lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
     eos = frozenset({tok.eos_token_id})
     # A newly started suffix engine: its global response tree starts empty, as the replay's
     # does, and vLLM's metrics registry follows it (the newest engine only). The test below
@@ -52,7 +53,7 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, 
     engine = engine_factory("suffix", k_max=K_MAX, fresh=True)
     assert _num_generated_tokens(engine) == 0, "needs a suffix engine that has not generated yet"
     # One request at a time, so responses enter the global tree in the replay's order.
-    results = engine.generate(subset, SamplingOptions(temperature=0.0), batch_size=1)
+    results = run_batches(engine, subset, SamplingOptions(temperature=0.0), batch_size=1)
     assert _num_generated_tokens(engine) > 0  # the coldness check above reads a real counter
     replayed = replay(
         [
@@ -81,10 +82,10 @@ def requests(engine_factory, humaneval_rows):
 
 
 def test_suffix_greedy_output_identical_to_no_speculation(engine_factory, requests):
-    plain = engine_factory("none").generate(requests, GREEDY)
+    plain = run_batches(engine_factory("none"), requests, GREEDY)
     engine = engine_factory("suffix", k_max=K_MAX)
     before = counters(engine)
-    results = engine.generate(requests, GREEDY)
+    results = run_batches(engine, requests, GREEDY)
     delta = counters(engine) - before
     total = assert_same_greedy_outputs(plain, results, "suffix")
     # suffix decoding's drafts are in vLLM's counters too

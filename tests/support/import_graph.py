@@ -1,6 +1,7 @@
 """The product's import graph, read from the source (ast): every `import` and `from ... import`
-of one product module by another, wherever it stands (inside functions too), except under
-`if TYPE_CHECKING:`; relative imports resolved; `importlib.import_module("literal")` counted.
+of one product module by another, wherever it stands (inside functions and under
+`if TYPE_CHECKING:` too: a cycle kept for type checkers is still two modules that need each
+other); relative imports resolved; `importlib.import_module("literal")` counted.
 Nodes are modules; `from pkg import name` points at `pkg.name` where that is a module.
 
     python -m tests.support.import_graph        (from the repository root)
@@ -94,7 +95,7 @@ def imported_modules(tree: ast.Module, module: str, is_package: bool,
                      known: frozenset[str]) -> Iterator[tuple[int, str]]:
     """(line, product module) for every import in `tree` that reaches a module in `known`."""
     package = module if is_package else module.rpartition(".")[0]
-    for node in _nodes_outside_type_checking(tree):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -109,23 +110,6 @@ def imported_modules(tree: ast.Module, module: str, is_package: bool,
             target = _deepest_known(name, known)
             if target:
                 yield node.lineno, target
-
-
-def _nodes_outside_type_checking(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node, skipping the body of `if TYPE_CHECKING:` (its `else:` still counts)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _is_dynamic_import(node: ast.Call) -> bool:

@@ -1,11 +1,14 @@
 """Stands in for VllmEngine to check how the real-engine bench drives engines (no model runs):
-it logs every call, and keeps a cross-request 'cache' of the request ids it generated."""
+it logs every call (one "generate" per run of requests, from the first added to the stream's
+end, as bench/batches.run_batches makes one), and keeps a cross-request 'cache' of the request
+ids it generated."""
 
 from __future__ import annotations
 
 from specdec.engines import vllm_proposer
 from specdec.stats import RequestStats
 from specdec.types import GenerationResult
+from support.stepping import StepsAll
 
 
 class RecordingLLM:
@@ -28,7 +31,7 @@ class RecordingLLM:
         return [True]
 
 
-class RecordingEngine:
+class RecordingEngine(StepsAll):
     started: list["RecordingEngine"] = []
     log: list[tuple] = []  # (engine serial, event, ...) across all engines, in order
 
@@ -37,7 +40,8 @@ class RecordingEngine:
         self.serial = len(RecordingEngine.started)
         self.llm = RecordingLLM(self)
         self.cached: list[str] = []  # request ids in the cross-request cache
-        self.cache_at_generate: list[list[str]] = []
+        self.cache_at_generate: list[list[str]] = []  # at the start of each run
+        self.run: list = []  # the requests of the run under way
         RecordingEngine.started.append(self)
         RecordingEngine.log.append((self.serial, "start"))
 
@@ -45,11 +49,20 @@ class RecordingEngine:
     def clear(cls) -> None:
         cls.started, cls.log = [], []
 
-    def generate(self, requests, sampling, batch_size=None):
+    def add_request(self, request_id, request, sampling, seed_index) -> None:
+        if not self.run:
+            self.cache_at_generate.append(list(self.cached))
+        self.run.append(request)
+        super().add_request(request_id, request, sampling, seed_index)
+
+    def finish_stream(self) -> None:
+        self.calls.append(len(self.run))
+        RecordingEngine.log.append((self.serial, "generate", len(self.run), max(r.max_tokens for r in self.run)))
+        self.run = []
+
+    def generate(self, requests, sampling):
+        """One step's requests, each to its end."""
         assert not self.closed
-        self.calls.append((len(requests), batch_size))
-        self.cache_at_generate.append(list(self.cached))
-        RecordingEngine.log.append((self.serial, "generate", len(requests), max(r.max_tokens for r in requests)))
         self.cached += [r.id for r in requests]
         results = []
         for r in requests:

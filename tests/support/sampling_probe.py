@@ -41,22 +41,23 @@ MAX_TOKENS = 4
 SAMPLING = {"temperature": 1.0}
 
 
-def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool = False) -> list:
+def cold_generate(engine: Any, requests: list, sampling: Any, sequential: bool = False, stats: Any = None) -> list:
     """Generate from a cold drafting state (requests carry their own seeds).
 
     The drafts decide how many random numbers the rejection sampler draws, so a seeded run
     repeats only if the drafts do: specdec's cross-request cache must start equal and learn
     from the requests in the same order. In one batched call that order depends on when
     requests reach vLLM's engine process (timing); `sequential` runs them one at a time.
+    `stats` (a ShardStats) gains the batched call's statistics, drafts by source included.
     """
-    from bench.engine_hooks import reset_proposer
+    from bench.engine_hooks import reset_proposer, run_batches
 
     reset_proposer(engine)
     if not sequential:
-        return engine.generate(requests, sampling)
-    # One call per request, seeds set here: generate(batch_size=1) gives every call seed + 0.
+        return run_batches(engine, requests, sampling, stats=stats)
+    # One call per request, seeds set here: run_batches(batch_size=1) gives every group seed + 0.
     return [
-        engine.generate([r], dataclasses.replace(sampling, seed=sampling.seed + i))[0]
+        run_batches(engine, [r], dataclasses.replace(sampling, seed=sampling.seed + i))[0]
         for i, r in enumerate(requests)
     ]
 
@@ -74,16 +75,25 @@ def run_probe(
     vLLM's per-request spec-decode metrics, proof that speculation really ran (engine-wide
     counters from `get_metrics()` only follow the newest LLM of a process).
     """
+    from specdec.stats import ShardStats
     from specdec.types import SamplingOptions
 
     requests = sample_requests(engine, seed, num_samples)
     options = SamplingOptions(seed=seed, ignore_eos=True, **(SAMPLING if sampling is None else sampling))
-    results = cold_generate(engine, requests, options)
+    stats = ShardStats()
+    results = cold_generate(engine, requests, options, stats=stats)
     probe = summarize(results)
-    probe["source_counts"] = engine.take_source_counts()  # this call's drafts (cold_generate reset them)
+    probe["source_counts"] = source_counts(stats)  # this call's drafts (cold_generate reset them)
     first = cold_generate(engine, requests[:num_repeat], options, sequential=True)
     again = cold_generate(engine, requests[:num_repeat], options, sequential=True)
     return {**probe, "first": [r.output_token_ids for r in first], "again": [r.output_token_ids for r in again]}
+
+
+def source_counts(stats: Any) -> dict[str, tuple[int, int]]:
+    """A ShardStats' drafts by source as {source: (drafted, accepted)} ({} without drafts)."""
+    from specdec.stats import DRAFT_SOURCES
+
+    return dict(zip(DRAFT_SOURCES, zip(stats.drafted_by_source, stats.accepted_by_source)))
 
 
 def sample_requests(engine: Any, seed: int, num_samples: int, row_id: str = "probe") -> list:

@@ -35,11 +35,6 @@ class StepsAll:
         queued.clear()
         return [RequestUpdate(i, len(r.output_token_ids), r) for i, r in zip(ids, results, strict=True)]
 
-    def abort_requests(self, request_ids: list[str]) -> None:
-        queued = self.__dict__.setdefault("_queued", {})
-        for request_id in request_ids:
-            queued.pop(request_id, None)
-
 
 class TokenByToken:
     """A continuous-batching double: one token per running request per step."""
@@ -54,7 +49,6 @@ class TokenByToken:
         self.running: dict[str, list[int]] = {}
         self.requests: dict[str, GenerationRequest] = {}
         self.added: list[str] = []
-        self.aborted: list[str] = []
         self.max_running_seen = 0
         self.steps = 0
 
@@ -63,13 +57,6 @@ class TokenByToken:
         self.requests[request_id] = request
         self.waiting.append(request_id)
         self.added.append(request_id)
-
-    def abort_requests(self, request_ids: list[str]) -> None:
-        for request_id in request_ids:
-            self.aborted.append(request_id)
-            self.running.pop(request_id, None)
-            if request_id in self.waiting:
-                self.waiting.remove(request_id)
 
     def step(self) -> list[RequestUpdate]:
         self.steps += 1

@@ -70,7 +70,7 @@ def test_prompts_are_prefilled_and_the_cache_reset_before_the_clock(monkeypatch)
         assert measured == [("reset_prefix_cache",), ("generate", 8, 1), ("reset",), ("generate", 8, 4),
                             ("reset_prefix_cache",), ("generate", 16, 1), ("reset",), ("generate", 16, 4)] * 2
         # the timed pass never drafts from earlier measured prompts (nor the prefill's outputs)
-        timed = [cache for (n, _), cache in zip(engine.calls, engine.cache_at_generate) if n > 1][1::2]
+        timed = [cache for n, cache in zip(engine.calls, engine.cache_at_generate) if n > 1][1::2]
         assert len(timed) == 4 and all(cache == [] for cache in timed)
     assert [(r.method, r.batch_size, r.num_requests, r.rounds) for r in records] == [
         ("none", 1, 8, 2), ("specdec", 1, 8, 2), ("suffix", 1, 8, 2),

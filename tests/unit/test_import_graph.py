@@ -31,7 +31,7 @@ SAMPLE = {
     "pkg/b.py": "from .sub import c\n",
     "pkg/sub/__init__.py": "",
     "pkg/sub/c.py": ("from typing import TYPE_CHECKING\n"
-                     "if TYPE_CHECKING:\n    from pkg import a  # for annotations only: no edge\n"
+                     "if TYPE_CHECKING:\n    from pkg import a  # for annotations only: still an edge\n"
                      "else:\n    import json\n"
                      "from ..d import x\n"),
     "pkg/d.py": "import importlib\nx = importlib.import_module('pkg.sub.c')\nimport numpy\n",
@@ -46,7 +46,7 @@ def test_imports_are_resolved_to_modules(tmp_path):
     assert graph.targets("pkg") == ["pkg.a"]
     assert graph.targets("pkg.a") == ["pkg.b"]
     assert graph.targets("pkg.b") == ["pkg.sub.c"]
-    assert graph.targets("pkg.sub.c") == ["pkg.d"]  # not pkg.a: that import is for type checkers
+    assert graph.targets("pkg.sub.c") == ["pkg.a", "pkg.d"]  # pkg.a: for type checkers, still counted
     assert graph.targets("pkg.d") == ["pkg.sub.c"]  # import_module with a literal name counts
     assert graph.targets("other.e") == ["pkg.d", "pkg.sub.c"]
     assert graph.edge("pkg.b", "pkg.sub.c").where == "pkg/b.py:1"
@@ -55,9 +55,19 @@ def test_imports_are_resolved_to_modules(tmp_path):
 
 def test_each_cycle_is_reported_once_with_where_it_is_made(tmp_path):
     graph = build(write(tmp_path, SAMPLE), ("pkg", "other"))
-    assert graph.cycles() == [["pkg.d", "pkg.sub.c", "pkg.d"]]
-    assert graph.describe_cycle(graph.cycles()[0]) == \
+    assert graph.cycles() == [["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"], ["pkg.d", "pkg.sub.c", "pkg.d"]]
+    assert graph.describe_cycle(graph.cycles()[1]) == \
         "pkg.d -> pkg.sub.c (pkg/d.py:2) -> pkg.d (pkg/sub/c.py:6)"
+
+
+def test_a_cycle_kept_for_type_checkers_only_is_a_cycle(tmp_path):
+    # two modules that need each other, one of them only in annotations: a loop all the same
+    files = {"p/__init__.py": "", "p/loop.py": "from p.helpers import Finisher\n",
+             "p/helpers.py": ("from __future__ import annotations\nimport typing\n"
+                              "if typing.TYPE_CHECKING:\n    from p.loop import Outcome\n")}
+    graph = build(write(tmp_path, files), ("p",))
+    assert [graph.describe_cycle(c) for c in graph.cycles()] == \
+        ["p.helpers -> p.loop (p/helpers.py:4) -> p.helpers (p/loop.py:1)"]
 
 
 def test_a_longer_cycle_and_a_separate_one(tmp_path):

@@ -22,6 +22,7 @@ from specdec.stats import request_stats
 from specdec.types import GenerationRequest, GenerationResult
 from support.bench_cli import specdec_main
 from support.recording_engine import RecordingEngine
+from support.stepping import StepsAll
 
 ROWS = [GenerationRequest(f"p{i}", (1, 2, 3, i), 5) for i in range(3)]
 WORKLOAD = Workload(temperature=0.8, samples=4, top_p=0.95, top_k=50, seed=7)
@@ -61,13 +62,13 @@ def test_the_reference_key_covers_model_prompts_sampling_seeds_samples_and_epoch
     assert reference_path(model, ROWS, LOOKAHEAD, Workload()) not in {base, *others}
 
 
-class SeededEngine:
+class SeededEngine(StepsAll):
     """Stands in for a `none` engine: each request's tokens follow from its seed alone."""
 
     def __init__(self) -> None:
         self.calls = []
 
-    def generate(self, requests, sampling, show_progress=False):
+    def generate(self, requests, sampling):
         self.calls.append((list(requests), sampling))
         return [GenerationResult(r.id, "", self.tokens(r.seed, r.max_tokens), "length",
                                  request_stats(r.max_tokens, [], [], 0, False)) for r in requests]
@@ -129,9 +130,9 @@ def test_projection_prices_only_the_last_epoch_and_keeps_every_methods_state():
 class SamplingRecorder(RecordingEngine):
     calls_seen: list = []
 
-    def generate(self, requests, sampling, batch_size=None):
+    def generate(self, requests, sampling):
         SamplingRecorder.calls_seen.append((self.spec.method, list(requests), sampling))
-        return super().generate(requests, sampling, batch_size)
+        return super().generate(requests, sampling)
 
 
 def test_real_engine_rounds_generate_earlier_epochs_after_the_cold_start_and_time_the_last(monkeypatch):

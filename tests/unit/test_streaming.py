@@ -2,7 +2,7 @@
 share the engine, each is handed on once with its results in order, read-ahead is bounded,
 failures stay with their shard, the engine time attributed to requests adds up, requests start
 longest expected first (arrival order without a history), and the engine hears the stream's
-end once no request is left to join."""
+end once no request is left to join, and each shard's statistics hold its own drafts."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ import pytest
 
 from specdec.engines.engine_stream import EngineStream
 from specdec.engines.stall import EngineStalled
-from specdec.stream_threads import Finisher
-from specdec.streaming import EngineHolder, ShardWork, _StreamRunner, run_stream
+from specdec.stats import DRAFT_SOURCES
+from specdec.handoff import Finisher, Inline
+from specdec.streaming import EngineHolder, ShardRequests, _StreamRunner, run_stream
 from specdec.types import GenerationRequest, SamplingOptions
 from support.stepping import TokenByToken
 
 
-def shard(key: str, lengths: list[int]) -> ShardWork:
+def shard(key: str, lengths: list[int]) -> ShardRequests[None]:
     requests = [GenerationRequest(f"{key}-{i}", (i + 1, 7, 9), max_tokens=n) for i, n in enumerate(lengths)]
-    return ShardWork(key, f"shard {key}", requests)
+    return ShardRequests(key, f"shard {key}", requests, None)
 
 
 def holder(engine) -> EngineHolder:
@@ -40,10 +41,10 @@ def test_every_shard_once_with_its_results_in_request_order():
     engine = TokenByToken(max_num_seqs=4)
     works = [shard(k, [5, 1, 3]) for k in "abcdef"]
     outcomes, totals = run(works, engine)
-    assert sorted(o.work.key for o in outcomes) == list("abcdef")
+    assert sorted(o.shard.key for o in outcomes) == list("abcdef")
     for o in outcomes:
         assert o.error is None
-        assert [r.id for r in o.results] == [f"{o.work.key}-{i}" for i in range(3)]
+        assert [r.id for r in o.results] == [f"{o.shard.key}-{i}" for i in range(3)]
         assert [len(r.output_token_ids) for r in o.results] == [5, 1, 3]
     assert totals.num_shards == 6 and totals.num_failed == 0
     assert totals.num_output_tokens == 6 * 9
@@ -69,22 +70,63 @@ def test_attributed_engine_time_adds_up_to_the_busy_time():
     assert all(r.engine_s > 0 for o in outcomes for r in o.results)
 
 
-def test_a_step_without_output_passes_its_time_on_and_cancelled_time_is_counted():
-    engine = TokenByToken(max_num_seqs=2, step_s=0.001)
+class SilentFirstStep(TokenByToken):
+    """Its first step produces nothing (as a step that only schedules would)."""
+
+    def step(self):
+        if self.steps == 0:
+            self.steps += 1
+            return []
+        return super().step()
+
+
+def test_a_step_without_output_passes_its_time_on():
+    engine = SilentFirstStep(max_num_seqs=2, step_s=0.001)
     stream = EngineStream(engine, SamplingOptions())
     for i in range(3):
         stream.add("x", i, GenerationRequest(f"x{i}", (1, 2), max_tokens=3))
-    stream.add("y", 0, GenerationRequest("y0", (1, 2), max_tokens=50))
     finished = []
-    for _ in range(4):
-        finished += stream.step()
-    assert stream.cancel("y") == 1
     while stream.num_in_flight:
         finished += stream.step()
-    total = sum(f.result.engine_s for f in finished) + stream.cancelled_s
-    assert total == pytest.approx(stream.busy_s, rel=1e-9)
-    assert {f.owner for f in finished} == {"x"}
-    assert engine.aborted == ["y\x1f0"]
+    assert engine.steps == 7  # one silent, then two rounds of three tokens
+    assert sum(f.result.engine_s for f in finished) == pytest.approx(stream.busy_s, rel=1e-9)
+    assert sorted(f.index for f in finished) == [0, 1, 2]
+
+
+class DraftsBySource(TokenByToken):
+    """Each request drafts 2 tokens and has 1 accepted per output token, from the source its
+    request's id names (`<source>-<n>`); `take_source_counts` follows the engine contract of
+    specdec.engines.engine_stream."""
+
+    def __init__(self) -> None:
+        super().__init__(max_num_seqs=4)
+        self.counts: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def step(self):
+        updates = super().step()
+        for update in updates:
+            source = self.requests[update.request_id].id.split("-")[0]
+            drafted, accepted = self.counts.setdefault(update.request_id, {}).get(source, (0, 0))
+            self.counts[update.request_id] = {source: (drafted + 2, accepted + 1)}
+        return updates
+
+    def take_source_counts(self, request_ids):
+        return {i: self.counts.pop(i) for i in request_ids if i in self.counts}
+
+
+def test_shards_in_flight_together_each_get_their_own_drafts_by_source():
+    engine = DraftsBySource()
+    # both shards in the engine at once; the "own" one ends first, "cache" keeps drafting after it
+    works = [ShardRequests("a", "shard a", [GenerationRequest(f"own-{i}", (1, 2), max_tokens=3) for i in range(2)], None),
+             ShardRequests("b", "shard b", [GenerationRequest(f"cache-{i}", (1, 2), max_tokens=5) for i in range(2)], None)]
+    outcomes, _ = run(works, engine)
+    by_key = {o.shard.key: o.stats for o in outcomes}
+    own, cache = DRAFT_SOURCES.index("own"), DRAFT_SOURCES.index("cache")
+    assert engine.max_running_seen == 4
+    assert by_key["a"].drafted_by_source[own] == 2 * 2 * 3 and by_key["a"].accepted_by_source[own] == 2 * 3
+    assert by_key["b"].drafted_by_source[cache] == 2 * 2 * 5 and by_key["b"].accepted_by_source[cache] == 2 * 5
+    assert sum(by_key["a"].drafted_by_source) == 12 and sum(by_key["b"].drafted_by_source) == 20
+    assert engine.counts == {}  # every shard's counts were taken
 
 
 def test_read_ahead_holds_at_most_its_bound_of_requests():
@@ -106,9 +148,9 @@ def test_read_ahead_holds_at_most_its_bound_of_requests():
 
 def test_a_shard_that_cannot_load_fails_alone():
     engine = TokenByToken()
-    bad = ShardWork("bad", "shard bad", [], error=ValueError("shard bad: not Parquet"))
+    bad = ShardRequests("bad", "shard bad", [], None, error=ValueError("shard bad: not Parquet"))
     outcomes, totals = run([shard("a", [2]), bad, shard("b", [3])], engine)
-    by_key = {o.work.key: o for o in outcomes}
+    by_key = {o.shard.key: o for o in outcomes}
     assert isinstance(by_key["bad"].error, ValueError)
     assert by_key["a"].error is None and by_key["b"].error is None
     assert totals.num_failed == 1
@@ -119,9 +161,9 @@ def test_a_hand_on_that_fails_loses_no_other_shard_and_is_raised_at_the_end():
     delivered = []
 
     def on_outcome(outcome):
-        if outcome.work.key == "b":
+        if outcome.shard.key == "b":
             raise OSError("staging unreachable")
-        delivered.append(outcome.work.key)
+        delivered.append(outcome.shard.key)
 
     with pytest.raises(OSError, match="staging unreachable"):
         run_stream([shard(k, [2, 3]) for k in "abc"], holder(engine), SamplingOptions(), on_outcome,
@@ -161,12 +203,12 @@ def test_a_stalled_engine_fails_the_shards_in_it_and_a_fresh_engine_takes_the_re
 
     run_stream(loads(), EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append,
                read_ahead_requests=64, stall_timeout_s=0.3)
-    by_key = {o.work.key: o for o in outcomes}
+    by_key = {o.shard.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled) and "shard a" in str(by_key["a"].error)
     assert by_key["b"].error is None and len(by_key["b"].results) == 1
 
 
-def with_history(key: str, lengths: list[int], expected: list[float]) -> ShardWork:
+def with_history(key: str, lengths: list[int], expected: list[float]) -> ShardRequests[None]:
     work = shard(key, lengths)
     work.expected_tokens = expected
     return work
@@ -176,7 +218,7 @@ def run_in_order(works, engine):
     """The stream's loop over a plain iterator, no read-ahead thread: it sees every shard (and
     the end) at its first look, so which requests it has to choose from is deterministic."""
     outcomes = []
-    runner = _StreamRunner(holder(engine), SamplingOptions(), iter(works), Finisher(outcomes.append, inline=True),
+    runner = _StreamRunner(holder(engine), SamplingOptions(), Inline(works), Finisher(outcomes.append, inline=True),
                            None, False, None)
     runner.run()
     runner.close_stream()
@@ -198,7 +240,7 @@ def test_the_last_windows_requests_of_every_shard_compete_longest_expected_first
              with_history("d", [7], [7.0])]
     engine = TokenByToken(max_num_seqs=1)
     outcomes = run_in_order(works, engine)
-    assert sorted(o.work.key for o in outcomes) == list("abcd") and all(o.error is None for o in outcomes)
+    assert sorted(o.shard.key for o in outcomes) == list("abcd") and all(o.error is None for o in outcomes)
     # c has no history (expected 0): after every known one, in arrival order
     assert engine.added == ["b\x1f1", "d\x1f0", "a\x1f0", "b\x1f0", "a\x1f1", "c\x1f0", "c\x1f1"]
 
@@ -220,7 +262,7 @@ def test_a_failed_engine_fails_only_the_shards_in_it_not_those_still_waiting():
     works = [with_history("a", [20] * 4, [20.0] * 4), with_history("b", [2], [1.0])]
     run_stream(works, EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append,
                read_ahead_requests=64, stall_timeout_s=0.3)
-    by_key = {o.work.key: o for o in outcomes}
+    by_key = {o.shard.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled)
     assert by_key["b"].error is None and len(by_key["b"].results) == 1
     assert fresh.added == ["b\x1f0"]
@@ -257,5 +299,5 @@ def test_a_failed_shards_waiting_requests_no_longer_count_against_the_read_ahead
     runner.start()
     runner.join(20)
     assert not runner.is_alive(), "the stream waits for a read-ahead that never frees"
-    by_key = {o.work.key: o for o in outcomes}
+    by_key = {o.shard.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled) and by_key["b"].error is None
