@@ -126,7 +126,7 @@ class GenerationParams(BaseModel):
         "most tokens one engine step processes, prefill chunks included (default: vLLM's)"))
     enable_prefix_caching: bool | None = Field(_default(EngineConfig, "enable_prefix_caching"), description=(
         "reuse the KV cache of prompt prefixes requests share (default: vLLM's, on)"))
-    engine_args: dict[str, Any] = Field(default_factory=dict, **decides_output(
+    engine_args: dict[str, Any] = Field({}, **decides_output(
         "any other vLLM engine argument by its name (JSON on the command line), checked against vLLM's "
         "before any work; each enters the config hash unless it only sizes or places the work "
         f"({', '.join(ENGINE_ARGS_OUTSIDE_HASH)})", when_set=True))

@@ -6,6 +6,7 @@ ids it generated."""
 from __future__ import annotations
 
 from specdec.engines import vllm_proposer
+from specdec.engines.drafter_handle import DrafterHandle
 from specdec.stats import RequestStats
 from specdec.types import GenerationResult
 from support.stepping import StepsAll
@@ -39,6 +40,7 @@ class RecordingEngine(StepsAll):
         self.spec, self.resets, self.calls, self.closed = spec, 0, [], False
         self.serial = len(RecordingEngine.started)
         self.llm = RecordingLLM(self)
+        self.drafter = DrafterHandle(self.llm) if spec.method == "specdec" else None
         self.cached: list[str] = []  # request ids in the cross-request cache
         self.cache_at_generate: list[list[str]] = []  # at the start of each run
         self.run: list = []  # the requests of the run under way

@@ -56,7 +56,7 @@ def test_a_ceiling_above_the_engines_k_is_refused():
 
 def test_the_engine_rebinds_only_specdec_within_its_k():
     engine = object.__new__(VllmEngine)  # the checks come before any call to vLLM
-    engine.spec, engine.k_engine = SpecConfig(method="specdec", k_max=4, budget=False), 4
+    engine.spec, engine.k_ceiling = SpecConfig(method="specdec", k_max=4, budget=False), 4
     with pytest.raises(ConfigError, match="above this engine's K=4"):
         rebind(engine, SpecConfig(method="specdec", k_max=4))  # the budget's tail ceiling is 8
     with pytest.raises(ConfigError, match="only a specdec engine rebinds"):
