@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from specdec.engine_cache import get_engine
+from specdec.engine_cache import engine_configs, get_engine
 from specdec.length_history import LengthHistory
 from specdec.models import resolve_model, tokenizer_digest
 from specdec.params import GenerationParams
@@ -66,7 +66,9 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
     gets each shard once, as soon as its last request finishes (in a background thread unless
     `sequential`: shards one at a time, no thread). Shards are tokenized ahead of the engine,
     at most `params.read_ahead_requests` requests ahead. `strict`: a row that cannot run fails
-    its shard before anything of it is generated."""
+    its shard before anything of it is generated. The engine's settings are checked against
+    this vLLM build and the models (ConfigError, ModelError) before any shard is read."""
+    engine_configs(params)
     engines = EngineHolder(lambda: get_engine(params))
     reported_start_s = [0.0]  # engine start time already put on a shard
 
