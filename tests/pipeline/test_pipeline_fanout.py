@@ -109,7 +109,9 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
     print("shard split:", sorted(by_shard.items()))
     assert collections.Counter(workers.values()) == {"worker-a": 4, "worker-b": 4}
     # each shard once, on the device its worker was pinned to
-    devices = {shard: re.fullmatch(r"worker-[ab]:\d+ \[cuda (\d)\]", worker).group(1) for shard, worker in by_shard.items()}
+    pinned = {shard: re.fullmatch(r"worker-[ab]:\d+ \[cuda (\d)\]", worker) for shard, worker in by_shard.items()}
+    assert all(pinned.values()), by_shard
+    devices = {shard: match.group(1) for shard, match in pinned.items()}
     assert collections.Counter(devices.values()) == {"0": 4, "1": 4}
     assert all(devices[s] == {"worker-a": "0", "worker-b": "1"}[workers[s]] for s in by_shard)
     for group in groups:  # a group runs on one worker
