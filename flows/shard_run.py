@@ -25,9 +25,13 @@ from tasks.staging import RunManifest, ShardManifest, Staging
 
 
 def worker_name() -> str:
-    """Which worker generated a shard: SPECDEC_WORKER_NAME (set per worker, e.g. one per GPU)
-    or the host name, then the flow-run process id."""
-    return f"{os.environ.get('SPECDEC_WORKER_NAME') or socket.gethostname()}:{os.getpid()}"
+    """Which worker generated a shard: SPECDEC_WORKER_NAME (set per worker) or the host name,
+    then the flow-run process id, then the devices it was pinned to where CUDA_VISIBLE_DEVICES
+    is set (one worker per GPU: the flow-run process inherits its worker's environment), e.g.
+    `host:1234 [cuda 3]`."""
+    name = f"{os.environ.get('SPECDEC_WORKER_NAME') or socket.gethostname()}:{os.getpid()}"
+    devices = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return f"{name} [cuda {devices or 'none'}]" if devices is not None else name
 
 
 class RunContext:
@@ -127,7 +131,7 @@ def shard_manifest(run: RunContext, shard: LoadedShard, out: Generation) -> Shar
         fingerprint=shard.fingerprint, config_hash=run.config_hash, status="generated",
         num_prompts=out.num_prompts, num_rejected=len(out.quarantined), stats=out.stats,
         read_s=shard.read_s, engine_start_s=out.engine_start_s, generate_s=out.generate_s,
-        generated_at=t.now_iso(), num_input_rows=shard.num_input_rows, worker=worker_name(),
+        generated_at=t.now_iso(), num_input_rows=shard.num_input_rows, worker=worker_name(), engine=out.engine,
         rejected=[{"row_index": r.index, "id": r.id, "stage": r.stage, "reason": r.reason, "num_rows": 1}
                   for r in out.quarantined],
     )

@@ -38,6 +38,9 @@ class Generation:
     engine_start_s: float
     generate_s: float  # from its first request in the engine to its last finished
     num_prompts: int = 0  # rows that ran; results hold one row per (id, sample)
+    # what vLLM resolved for the engine that generated it (VllmEngine.resolved; {}: an engine
+    # that reports none), recorded with the results so each path shows what reached vLLM
+    engine: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float:
@@ -69,7 +72,14 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
     its shard before anything of it is generated. The engine's settings are checked against
     this vLLM build and the models (ConfigError, ModelError) before any shard is read."""
     engine_configs(params)
-    engines = EngineHolder(lambda: get_engine(params))
+    resolved: list[dict[str, Any]] = [{}]  # of the stream's latest engine
+
+    def start_engine() -> tuple[Any, float]:
+        engine, start_s = get_engine(params)
+        resolved[0] = dict(getattr(engine, "resolved", None) or {})
+        return engine, start_s
+
+    engines = EngineHolder(start_engine)
     reported_start_s = [0.0]  # engine start time already put on a shard
 
     def loads() -> Iterable[ShardRequests[C]]:
@@ -89,11 +99,11 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
             on_done(shard.context, None, outcome.error)
             return
         num_samples = collections.Counter(r.id for r in shard.requests)  # what each row asked for
-        table = results_to_table(outcome.results, params.method, config_hash, config, num_samples)
+        table = results_to_table(outcome.results, params.method, config_hash, config, num_samples, resolved[0])
         # An engine start goes on the first shard handed on after it: the shards' sum is the run's.
         start_s, reported_start_s[0] = engines.start_s - reported_start_s[0], engines.start_s
         on_done(shard.context, Generation(table, outcome.stats, shard.quarantined, start_s, outcome.generate_s,
-                                          len(num_samples)), None)
+                                          len(num_samples), resolved[0]), None)
 
     return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=params.read_ahead_requests,
                       stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)

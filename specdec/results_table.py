@@ -61,10 +61,11 @@ def with_current_names(table: pa.Table) -> pa.Table:
 
 def results_to_table(
     results: Sequence[GenerationResult], method: str, config_hash: str, config: dict[str, Any],
-    num_samples: Mapping[str, int] | None = None,
+    num_samples: Mapping[str, int] | None = None, engine: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """One row per result; `num_samples`: samples each row id asked for (default: the results
-    of that id)."""
+    of that id); `engine`: what vLLM resolved for the engine that generated them, written to
+    the schema metadata beside the config (key specdec.engine, JSON)."""
     if num_samples is None:
         num_samples = collections.Counter(res.id for res in results)
     rows = []
@@ -83,5 +84,6 @@ def results_to_table(
         row.update(res.stats.to_columns())
         rows.append(row)
     table = pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
-    meta = {b"specdec.config": json.dumps(config, sort_keys=True).encode(), b"specdec.config_hash": config_hash.encode()}
+    meta = {b"specdec.config": json.dumps(config, sort_keys=True).encode(), b"specdec.config_hash": config_hash.encode(),
+            b"specdec.engine": json.dumps(dict(engine or {}), sort_keys=True).encode()}
     return table.replace_schema_metadata(meta)

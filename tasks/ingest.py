@@ -254,6 +254,7 @@ def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: 
             s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens,
             m.read_s, m.engine_start_s, m.generate_s, m.stage_s, ingest_s, _ts(m.generated_at),
             m.num_input_rows, m.worker, _attributed_engine_s(s),
+            json.dumps(m.engine, sort_keys=True) if m.engine is not None else None,
         ],
     )
 

@@ -46,7 +46,8 @@ class ShardManifest:
     # Quarantined input: {"row_index", "id", "stage", "reason", "num_rows"} per entry.
     rejected: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     num_input_rows: int | None = None  # rows in the prompt shard; None when unreadable
-    worker: str | None = None  # host:pid that generated it
+    worker: str | None = None  # host:pid that generated it (with its devices where pinned)
+    engine: dict[str, Any] | None = None  # what vLLM resolved for the engine that generated it
     results_sha256: str = ""  # of results.parquet: ingest refuses a file that is not the committed one
 
     def __post_init__(self) -> None:

@@ -133,7 +133,7 @@ def check_engine_args(engine_args: dict[str, Any]) -> None:
 
 def resolved_settings(llm: Any) -> dict[str, Any]:
     """What vLLM resolved for the engine it started (its config, not ours): parallelism,
-    sizes, quantization, prefix caching, scheduling, and the model runner of its workers."""
+    sizes, quantization, prefix caching, scheduling, logprobs, and the model runner of its workers."""
     config = llm.llm_engine.vllm_config
     parallel, cache, scheduler, model = (config.parallel_config, config.cache_config, config.scheduler_config,
                                          config.model_config)
@@ -146,6 +146,7 @@ def resolved_settings(llm: Any) -> dict[str, Any]:
         "max_num_batched_tokens": scheduler.max_num_batched_tokens,
         "max_num_seqs": scheduler.max_num_seqs,
         "enable_prefix_caching": cache.enable_prefix_caching,
+        "max_logprobs": model.max_logprobs,
         "gpu_memory_utilization": cache.gpu_memory_utilization,
         "kv_cache_memory_bytes": cache.kv_cache_memory_bytes,
         "async_scheduling": bool(scheduler.async_scheduling),

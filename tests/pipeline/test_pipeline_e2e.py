@@ -8,6 +8,7 @@ Processes are followed by PID from the process the test started, never found by 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -40,13 +41,14 @@ def worker(prefect_server, s3_server, tmp_path_factory):
     """Pools + `prefect deploy --all` from the checkout + one process worker on pool `cpu`."""
     env = {**prefect_server, "PWD": str(REPO), "AWS_ENDPOINT_URL": s3_server,
            "AWS_ACCESS_KEY_ID": "e2e-key", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1"}
-    for pool in ("cpu", "gpu"):
+    for pool in ("cpu", "gpu", "gpu-8x"):
         done = prefect(env, "work-pool", "create", pool, "--type", "process")
         assert done.returncode == 0, done.stdout + done.stderr
     done = prefect(env, "--no-prompt", "deploy", "--all")
     assert done.returncode == 0, done.stdout + done.stderr
-    for name in ("nightly", "on-demand", "gpu"):
+    for name in ("nightly", "on-demand", "gpu", "gpu-70b-tp4", "gpu-awq", "gpu-draft"):
         assert f"speculative-generation/{name}" in done.stdout
+    assert "speculative-generation-fanout/fanout-8x" in done.stdout
     log_path = tmp_path_factory.mktemp("worker") / "worker.log"
     log = open(log_path, "w")
     proc = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "cpu", "--type", "process"],
@@ -193,8 +195,16 @@ def test_deployment_run_reads_and_stages_on_s3(worker, s3_server, make_bucket, t
     for i, part in enumerate((rows[:3], rows[3:])):
         write_shard(f"e2e/prompts/part-{i}.parquet", part, filesystem=fs)
     db = tmp_path / "s3.duckdb"
-    deployment_run(env, ["source=s3://e2e/prompts", "staging=s3://e2e/staging", f"db={db}"])
+    # Engine options as `--param`s (JSON values): each reaches the engine vLLM started on the
+    # worker, read back from what vLLM resolved (shards.engine), not from our parameters.
+    deployment_run(env, ["source=s3://e2e/prompts", "staging=s3://e2e/staging", f"db={db}",
+                         "max_num_batched_tokens=1024", "enable_prefix_caching=false",
+                         'engine_args={"max_logprobs": 5}'])
     check_results(db, num_prompts=6, num_shards=2, engine_starts=1)  # one process, both shards
+    for (engine,) in query(db, "SELECT engine FROM shards"):
+        resolved = json.loads(engine)
+        assert (resolved["max_num_batched_tokens"], resolved["enable_prefix_caching"], resolved["max_logprobs"],
+                resolved["kv_cache_memory_bytes"]) == (1024, False, 5, 2**30), resolved
     assert query(db, "SELECT DISTINCT source_path LIKE 's3://e2e/prompts/%' FROM shards") == [(True,)]
     staged = fs.get_file_info(storage.pafs.FileSelector("e2e/staging", recursive=True))
     assert sum(1 for f in staged if f.path.endswith("manifest.json")) == 2

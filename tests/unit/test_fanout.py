@@ -5,6 +5,7 @@ groups on real workers: tests/pipeline/test_pipeline_fanout.py."""
 from __future__ import annotations
 
 import inspect
+import os
 import random
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 import yaml
 
 from flows.fanout import speculative_generation_fanout, split_into_groups, total_engine_busy_s
-from flows.params import FanoutParams, FlowParams
+from flows.params import SHARD_FLOW, FanoutParams, FlowParams
+from specdec.engines import vllm_args
 from support.shards import write_shard
 from tasks.prompt_shards import ShardRef, with_footer_sizes
 
@@ -105,9 +107,71 @@ def test_fanout_parameters_are_the_model_fields_with_their_defaults():
     assert set(speculative_generation_fanout.parameters.properties) == set(FanoutParams.model_fields)
 
 
+PREFECT_YAML = Path(__file__).resolve().parents[2] / "prefect.yaml"
+# Each flow's parameter model; a shard-group deployment takes its parameters from the parent.
+PARAMS_OF = {"flows/generation.py:speculative_generation": FlowParams,
+             "flows/fanout.py:speculative_generation_fanout": FanoutParams}
+GROUP_ENTRYPOINT = "flows/fanout.py:generate_shard_group"
+
+
+def deployments() -> dict[str, dict]:
+    return {d["name"]: d for d in yaml.safe_load(PREFECT_YAML.read_text())["deployments"]}
+
+
+def parameters(deployment: dict, folder: Path) -> dict:
+    """A deployment's parameters, a local source (relative to the host's checkout) at `folder`."""
+    params = dict(deployment["parameters"])
+    if not params["source"].startswith("s3://"):
+        params["source"] = str(folder)
+    return params
+
+
+def test_every_deployment_validates_against_its_flows_parameter_model(monkeypatch, tmp_path):
+    """Every deployment's parameters are its flow's model fields (unknown names fail); a GPU
+    one's engine options are accepted by a GPU build (which refuses kv_cache_gib), a CPU
+    one's by this CPU build; a fan-out's shard deployment is a shard-group deployment here."""
+    found = deployments()
+    on_gpu = {}
+    for name, d in found.items():
+        if d["entrypoint"] == GROUP_ENTRYPOINT:
+            assert not d.get("parameters"), name  # the parent hands each group its run's parameters
+            continue
+        params = PARAMS_OF[d["entrypoint"]](**parameters(d, tmp_path))
+        pool = d["work_pool"]["name"]
+        if isinstance(params, FanoutParams):
+            flow, _, shard_name = params.shard_deployment.partition("/")
+            assert flow == SHARD_FLOW and found[shard_name]["entrypoint"] == GROUP_ENTRYPOINT, name
+            pool = found[shard_name]["work_pool"]["name"]  # where its engines run
+        on_gpu[name] = (pool.startswith("gpu"), params.run_params() if isinstance(params, FanoutParams) else params)
+    for name, (gpu, params) in on_gpu.items():
+        if not gpu:
+            vllm_args.check_platform(params.engine_config(0))
+    monkeypatch.setattr(vllm_args, "is_cpu_build", lambda: False)
+    for name, (gpu, params) in on_gpu.items():
+        if gpu:
+            vllm_args.check_platform(params.engine_config(0))
+    assert {n for n, (gpu, _) in on_gpu.items() if gpu} >= {"gpu", "fanout", "gpu-70b-tp4", "fanout-8x", "gpu-awq",
+                                                             "gpu-draft"}
+
+
+def test_the_gpu_host_deployments_set_what_the_docs_say(tmp_path):
+    found = deployments()
+    tp4 = FlowParams(**parameters(found["gpu-70b-tp4"], tmp_path))
+    assert (tp4.tensor_parallel_size, tp4.gpu_memory_utilization, tp4.dtype, tp4.enforce_eager) == (4, 0.9, "auto", False)
+    assert not tp4.model.startswith((".", "/")) and tp4.model.count("/") == 1  # a hub id
+    fanout = FanoutParams(**found["fanout-8x"]["parameters"])
+    assert fanout.num_groups % 8 == 0 and fanout.shard_deployment == f"{SHARD_FLOW}/gpu-8x-shards"
+    shards = found["gpu-8x-shards"]
+    assert shards["work_pool"]["name"] == "gpu-8x"
+    # each worker's own CUDA_VISIBLE_DEVICES reaches its flow runs: the deployment sets none
+    assert "CUDA_VISIBLE_DEVICES" not in str(shards["work_pool"].get("job_variables", {}))
+    assert FlowParams(**parameters(found["gpu-awq"], tmp_path)).quantization == "awq"
+    draft = FlowParams(**parameters(found["gpu-draft"], tmp_path))
+    assert (draft.method, draft.k_max) == ("draft", 4) and draft.draft_model
+
+
 def test_the_fanout_deployment_sets_model_fields_and_the_children_get_the_runs_own():
-    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "prefect.yaml").read_text())
-    deployed = next(d for d in spec["deployments"] if d["name"] == "fanout")["parameters"]
+    deployed = deployments()["fanout"]["parameters"]
     params = FanoutParams(**deployed)  # unknown names fail (extra="forbid")
     assert (params.num_groups, params.max_tokens, params.dtype) == (8, 512, "auto")
     run = params.run_params()
@@ -116,3 +180,16 @@ def test_the_fanout_deployment_sets_model_fields_and_the_children_get_the_runs_o
     assert FanoutParams(**{**deployed, "num_groups": 3}).run_params().run_id() == run.run_id()
     with pytest.raises(ValueError, match="options"):
         FanoutParams(**deployed, options={"max_tokens": 4})
+
+
+def test_the_worker_name_shows_the_devices_a_worker_was_pinned_to(monkeypatch):
+    """shards.worker: which worker, and on a GPU host which GPU(s), generated each shard."""
+    from flows.shard_run import worker_name
+
+    pid = os.getpid()
+    monkeypatch.setenv("SPECDEC_WORKER_NAME", "host-a")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert worker_name() == f"host-a:{pid}"
+    for devices, shown in (("3", "[cuda 3]"), ("4,5,6,7", "[cuda 4,5,6,7]"), ("", "[cuda none]")):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", devices)
+        assert worker_name() == f"host-a:{pid} {shown}"
