@@ -17,7 +17,9 @@ from support import model_variants
 
 pytestmark = pytest.mark.slow
 
-COMMON = dict(max_tokens=32, batch_size=16, kv_cache_gib=1.0, max_model_len=1024, prompt_format="raw")
+K = 2  # every drafted token costs the CPU's verification: a short draft keeps the test short
+
+COMMON = dict(max_tokens=24, batch_size=16, kv_cache_gib=1.0, max_model_len=1024, prompt_format="raw")
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +40,17 @@ def _generate(params: GenerationParams, rows):
 def test_a_draft_model_speculates_losslessly(rows, models):
     draft, _ = models
     try:
-        drafted = _generate(GenerationParams(method="draft", draft_model=str(draft), k_max=3, **COMMON), rows)
+        drafted = _generate(GenerationParams(method="draft", draft_model=str(draft), k_max=K, **COMMON), rows)
         plain = _generate(GenerationParams(method="none", **COMMON), rows)
     finally:
         close_engines()
     by_id = lambda out: {r["id"]: r["output_token_ids"] for r in out.results.to_pylist()}  # noqa: E731
     assert by_id(drafted) == by_id(plain)
     stats = drafted.stats
-    # vLLM's per-request record of every step: K=3 drafts, some of them accepted
-    assert stats.num_draft_tokens == 3 * stats.num_drafts > 0
+    # vLLM's per-request record of every step: K-token drafts, some of them accepted
+    assert stats.num_draft_tokens == K * stats.num_drafts > 0
     assert 0 <= stats.num_accepted_tokens <= stats.num_draft_tokens
-    assert len(stats.accepted_per_pos) == 3 and sorted(stats.accepted_per_pos, reverse=True) == stats.accepted_per_pos
+    assert len(stats.accepted_per_pos) == K and sorted(stats.accepted_per_pos, reverse=True) == stats.accepted_per_pos
     assert stats.num_steps == stats.num_output_tokens - stats.num_accepted_tokens
 
 
