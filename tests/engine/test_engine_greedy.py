@@ -14,6 +14,7 @@ from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, SamplingOptions
 from support import engine_calls
 from support.greedy_checks import assert_same_greedy_outputs
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +24,9 @@ GREEDY = SamplingOptions(temperature=0.0)
 
 
 @pytest.fixture(scope="module")
-def requests(tokenizer, humaneval_rows):
+def requests(tokenizer, humaneval_rows, engine_config):
     assert len(humaneval_rows) >= 16
-    return [GenerationRequest(r["id"], tuple(tokenizer.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows]
+    return prompt_requests(humaneval_rows, tokenizer, MAX_TOKENS, engine_config.max_model_len)
 
 
 @pytest.fixture(scope="module")

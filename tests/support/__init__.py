@@ -1,4 +1,4 @@
-"""Helpers shared by the test groups (unit/, engine/, pipeline/); fixtures stay in conftest.py.
+"""Helpers shared by the test groups (unit/, engine/, pipeline/, process/); fixtures stay in conftest.py.
 
     db.py              the one DuckDB read helper (`query`) and the schema as text
     shards.py          the one prompt-shard writer (`write_shard`) and broken shards
