@@ -4,6 +4,7 @@ statistics add up to vLLM's own counters."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bench import engine_hooks
@@ -11,6 +12,7 @@ from bench.drafters import specdec_drafter
 from bench.replay import ReplayRequest, replay
 from specdec.config import ConfigError, SpecConfig
 from specdec.stats import ShardStats
+from specdec.step_cost import StepCost, fit_step_cost
 from specdec.types import GenerationRequest, SamplingOptions
 from support import engine_calls
 from support.greedy_checks import assert_same_greedy_outputs
@@ -21,6 +23,7 @@ pytestmark = pytest.mark.slow
 MAX_TOKENS = 64
 K_MAX = 4
 GREEDY = SamplingOptions(temperature=0.0)
+MAX_MEDIAN_STEP_ERROR = 0.25  # of the step-cost fit over the steps it was fitted to (relative)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def speculative(engine_factory, requests):
     before = engine_calls.counters(engine)
     results = engine.generate(requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
-    return results, engine_calls.counters(engine) - before, engine.step_cost()
+    return results, engine_calls.counters(engine) - before, engine_calls.step_cost_fit(engine)
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
@@ -119,11 +122,18 @@ def test_per_request_stats_reconcile_with_vllm_counters(speculative):
 
 
 def test_budget_engine_is_calibrated(speculative):
-    _, _, cost = speculative
+    _, _, (cost, samples) = speculative
     assert cost is not None, "the specdec engine started without a step-cost model"
+    # The budget prices drafts with the fit of the steps this engine measured ...
+    assert fit_step_cost(samples) == StepCost(**cost)
+    # ... which predicts those steps' times (its own measurements, noise and all).
+    model = StepCost(**cost)
+    errors = [abs(model.seconds(*s[:4]) / s.seconds - 1) for s in samples]
+    assert len(samples) >= 8 and float(np.median(errors)) < MAX_MEDIAN_STEP_ERROR, sorted(errors)
     # Verifying draft tokens takes time on any hardware (on its own, or as attention over
     # its row's context): a fit saying otherwise is broken.
-    assert cost["per_token_s"] + 100 * cost["per_draft_kv_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0
+    rows, context = 16, 200
+    assert model.seconds(rows, 2 * rows, rows * context, rows * context) > model.seconds(rows, rows, rows * context)
 
 
 def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory):
