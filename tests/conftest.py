@@ -12,8 +12,8 @@
 Real vLLM engines are expensive (20-60 s to start on 2 cores), so each distinct engine
 configuration is started at most once per test session and reused; specdec settings that
 differ only in the drafter (budget, cache, cache file, k_max within the engine's K) share one
-engine, whose drafter is rebound (`support.engine_calls.rebind`). A unit test that starts a Python interpreter fails
-(unit/conftest.py)."""
+engine, whose drafter is rebound (`support.engine_calls.rebind`). A unit test that starts a
+Python interpreter fails (unit/conftest.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ _ENGINES: dict[tuple, object] = {}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "vllm_fix(module): the test checks that vLLM fix or speedup (specdec.vllm_plugins); it "
+        "markers", "vllm_fix(module): the test checks that fix or speedup of specdec.vllm_plugins; it "
         "fails on a vLLM release the fix was not checked against")
 
 
