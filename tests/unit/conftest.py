@@ -14,16 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from support import BIN
-
 PYTHON = Path(sys.executable).resolve()
 
 
 def is_python(program: str) -> bool:
-    """An interpreter: this one, any `python*`, or a script of this environment (specdec, pip,
-    prefect: Python entry points)."""
-    path = Path(shutil.which(program) or program).absolute()
-    return path.name.startswith("python") or path.resolve() == PYTHON or path.parent.resolve() == BIN.resolve()
+    """An interpreter: this one, any `python*`, or a Python script (a `#!...python` line: the
+    environment's specdec, pip, prefect)."""
+    path = Path(shutil.which(program) or program)
+    if path.name.startswith("python") or path.resolve() == PYTHON:
+        return True
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def program_of(args, kwargs: dict) -> str:
