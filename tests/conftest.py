@@ -4,13 +4,16 @@
     engine/    the real vLLM engine, in this process or in subprocesses; all marked slow
     pipeline/  Prefect server, DuckDB, local S3 (their fixtures: pipeline/conftest.py); some
                start engines, those and the ones starting servers are marked slow
+    process/   tests that start Python interpreters (the CLI, signals, concurrent writers,
+               vLLM patched in a fresh interpreter) but no engine; all marked slow
     support/   helpers, imported as `support.<module>`: pytest puts tests/, the folder of
                this rootdir conftest (no __init__.py), on sys.path
 
 Real vLLM engines are expensive (20-60 s to start on 2 cores), so each distinct engine
 configuration is started at most once per test session and reused; specdec settings that
 differ only in the drafter (budget, cache, cache file, k_max within the engine's K) share one
-engine, whose drafter is rebound (`support.engine_calls.rebind`)."""
+engine, whose drafter is rebound (`support.engine_calls.rebind`). A unit test that starts a
+Python interpreter fails (unit/conftest.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,23 @@ MAX_LIVE_ENGINES = 3
 _ENGINES: dict[tuple, object] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "vllm_fix(module): the test checks that fix or speedup of specdec.vllm_plugins; it "
+        "fails on a vLLM release the fix was not checked against")
+
+
+@pytest.fixture(autouse=True)
+def _vllm_fix_checked_against_the_installed_vllm(request: pytest.FixtureRequest) -> None:
+    """A test marked `vllm_fix(module)` fails, naming the fix, unless the installed vLLM is
+    the release that fix was checked against."""
+    marker = request.node.get_closest_marker("vllm_fix")
+    if marker is not None:
+        from support.plugin_checks import require_tested_vllm
+
+        require_tested_vllm(marker.args[0])
+
+
 @pytest.fixture(scope="session")
 def default_model_dir():
     from specdec.models import default_model_dir as resolve
@@ -39,7 +59,17 @@ def default_model_dir():
 
 
 @pytest.fixture(scope="session")
-def engine_factory(default_model_dir) -> Iterator:
+def engine_config():
+    """The engine config a flow or `specdec generate` with batch_size=16, kv_cache_gib=1.0
+    starts with (the model length settled from the model, no engine started)."""
+    from specdec.engine_cache import engine_configs
+    from specdec.params import GenerationParams
+
+    return engine_configs(GenerationParams(batch_size=16, kv_cache_gib=1.0))[0]
+
+
+@pytest.fixture(scope="session")
+def engine_factory(engine_config) -> Iterator:
     """`engine_factory(method, k_max=4, fresh=False, newest=False, **spec_overrides)` -> a shared
     VllmEngine running that configuration. Its drafter state is whatever earlier tests left
     unless the configuration changed (`reset_proposer` for a cold one). `fresh=True` replaces
@@ -48,12 +78,7 @@ def engine_factory(default_model_dir) -> Iterator:
     of a process."""
     from support.engine_calls import is_newest, rebind
     from specdec.config import SpecConfig
-    from specdec.engine_cache import engine_configs
     from specdec.engines.vllm_engine import VllmEngine
-    from specdec.params import GenerationParams
-
-    # the engine a flow or `specdec generate` with batch_size=16, kv_cache_gib=1.0 starts
-    engine_cfg, _ = engine_configs(GenerationParams(batch_size=16, kv_cache_gib=1.0))
 
     def get(method: str, k_max: int = 4, fresh: bool = False, newest: bool = False, **spec_overrides):
         spec = SpecConfig(method=method, k_max=k_max, **spec_overrides)
@@ -73,7 +98,7 @@ def engine_factory(default_model_dir) -> Iterator:
         else:
             while len(_ENGINES) >= MAX_LIVE_ENGINES:
                 _ENGINES.pop(next(iter(_ENGINES))).close()
-            _ENGINES[key] = VllmEngine(engine_cfg, started)
+            _ENGINES[key] = VllmEngine(engine_config, started)
         engine = _ENGINES[key]
         if engine.spec != spec:
             rebind(engine, spec)
@@ -153,7 +178,7 @@ def _probe_engine(engine_factory, method: str):
 
 
 def _group(item: pytest.Item) -> str:
-    """unit, engine or pipeline: the folder under tests/ that holds the test."""
+    """unit, engine, pipeline or process: the folder under tests/ that holds the test."""
     path = item.path.resolve()
     return path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
 
@@ -167,8 +192,8 @@ FIRST_ENGINE_MODULES = ("test_bench_engine.py", "test_engine_greedy.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """No slow test in unit/ (`make test-fast` runs that folder), none but slow ones in engine/;
-    FIRST_ENGINE_MODULES first (a stable sort: the order is otherwise kept)."""
+    """No slow test in unit/ (`make test-fast` runs that folder), none but slow ones in engine/
+    and process/; FIRST_ENGINE_MODULES first (a stable sort: the order is otherwise kept)."""
     groups = list(dict.fromkeys(_group(item) for item in items))
     first = {name: i for i, name in enumerate(FIRST_ENGINE_MODULES)}
     items.sort(key=lambda item: (groups.index(_group(item)), first.get(item.path.name, len(first))))
@@ -177,8 +202,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         slow = item.get_closest_marker("slow") is not None
         if _group(item) == "unit" and slow:
             misplaced.append(f"{item.nodeid}: marked slow, in unit/ (move it to engine/ or pipeline/)")
-        if _group(item) == "engine" and not slow:
-            misplaced.append(f"{item.nodeid}: not marked slow, in engine/ (mark it, or move it to unit/)")
+        if _group(item) in ("engine", "process") and not slow:
+            misplaced.append(f"{item.nodeid}: not marked slow, in {_group(item)}/ (mark it, or move it to unit/)")
     if misplaced:
         raise pytest.UsageError("tests in the wrong group:\n  " + "\n  ".join(misplaced))
 

@@ -19,8 +19,9 @@ from specdec.length_history import LengthHistory
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.models import tokenizer_digest
 from specdec.stats import ShardStats
-from specdec.types import GenerationRequest, SamplingOptions
+from specdec.types import SamplingOptions
 from support import chi_square, sampling_probe
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +46,8 @@ def test_an_engine_sets_a_damaged_file_aside_and_saves_a_good_one(engine_factory
         engine = engine_factory("specdec", budget=False, cache_file=str(path))
     (aside,) = tmp_path.glob("cache.npz.unusable-*")
     assert not path.exists() and any(str(aside) in r.getMessage() for r in caplog.records), caplog.text
-    tok = engine.tokenizer
-    requests = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"][:300])), 16) for r in humaneval_rows[:4]]
+    requests = prompt_requests(humaneval_rows[:4], engine.tokenizer, 16, engine.engine_config.max_model_len,
+                               prompt_chars=300)
     results = run_batches(engine, requests, SamplingOptions(temperature=0.0))
     assert len(results) == 4
     digest = tokenizer_digest(default_model_dir)

@@ -12,9 +12,11 @@ from bench.drafters import specdec_drafter
 from bench.replay import ReplayRequest, replay
 from specdec.config import ConfigError, SpecConfig
 from specdec.stats import ShardStats
+from specdec.step_cost import StepCost, fit_step_cost
 from specdec.types import GenerationRequest, SamplingOptions
 from support import engine_calls
 from support.greedy_checks import assert_same_greedy_outputs
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 
@@ -24,9 +26,9 @@ GREEDY = SamplingOptions(temperature=0.0)
 
 
 @pytest.fixture(scope="module")
-def requests(tokenizer, humaneval_rows):
+def requests(tokenizer, humaneval_rows, engine_config):
     assert len(humaneval_rows) >= 16
-    return [GenerationRequest(r["id"], tuple(tokenizer.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows]
+    return prompt_requests(humaneval_rows, tokenizer, MAX_TOKENS, engine_config.max_model_len)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def speculative(engine_factory, requests):
     before = engine_calls.counters(engine)
     results = run_batches(engine, requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
-    return results, engine_calls.counters(engine) - before, engine.step_cost()
+    return results, engine_calls.counters(engine) - before, engine_calls.step_cost_fit(engine)
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
@@ -119,11 +121,18 @@ def test_per_request_stats_reconcile_with_vllm_counters(speculative):
 
 
 def test_budget_engine_is_calibrated(speculative):
-    _, _, cost = speculative
+    _, _, (cost, samples) = speculative
     assert cost is not None, "the specdec engine started without a step-cost model"
+    # The budget prices drafts with the fit of the steps this engine measured (how well a fit
+    # recovers known coefficients: tests/unit/test_step_cost_fit.py; how well it predicts
+    # these steps depends on what else ran on the cores meanwhile).
+    model = StepCost(**cost)
+    assert any(s.num_tokens > s.num_seqs for s in samples), "no step with drafts was measured"
+    assert fit_step_cost(samples) == model
     # Verifying draft tokens takes time on any hardware (on its own, or as attention over
     # its row's context): a fit saying otherwise is broken.
-    assert cost["per_token_s"] + 100 * cost["per_draft_kv_token_s"] > 0 and cost["fixed_s"] + cost["per_seq_s"] > 0
+    rows, context = 16, 200
+    assert model.seconds(rows, 2 * rows, rows * context, rows * context) > model.seconds(rows, rows, rows * context)
 
 
 def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory):

@@ -23,6 +23,7 @@ from specdec.datasets import humaneval_rows, sharegpt_rows
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 from support import chi_square, sampling_probe
+from support.prompt_requests import prompt_requests
 
 ALPHA = 1e-3  # per test; six distribution tests: a correct sampler fails a run < 0.6% of the time
 # Disjoint seed ranges: independent samples. One range per method too: both n-gram
@@ -50,13 +51,11 @@ SAMPLING_CASES = {
 
 @pytest.fixture(scope="module")
 def greedy_requests(engine_factory) -> list[GenerationRequest]:
-    tok = engine_factory("none").tokenizer
+    plain = engine_factory("none")
     rows = humaneval_rows(limit=NUM_PROMPTS_PER_SET) + sharegpt_rows(limit=NUM_PROMPTS_PER_SET)
     assert len(rows) == 2 * NUM_PROMPTS_PER_SET
-    return [
-        GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])[:PROMPT_TOKENS]), GREEDY_MAX_TOKENS)
-        for r in rows
-    ]
+    return prompt_requests(rows, plain.tokenizer, GREEDY_MAX_TOKENS, plain.engine_config.max_model_len,
+                           prompt_tokens=PROMPT_TOKENS)
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ import pytest
 
 from bench.engine_hooks import run_batches
 from specdec.datasets import humaneval_rows
-from specdec.types import GenerationRequest, SamplingOptions
+from specdec.types import SamplingOptions
 from support.engine_state import state_sizes
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 CACHE_TOKENS = 1_000  # a few finished requests (~100-token prompts + 24 new tokens) fill it
@@ -28,7 +29,7 @@ def test_per_request_state_is_empty_after_every_shard_and_bounded_state_stays_bo
     history = []
     for shard in range(NUM_SHARDS):
         part = rows[shard * SHARD_SIZE : (shard + 1) * SHARD_SIZE]
-        requests = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"][:300])), 24) for r in part]
+        requests = prompt_requests(part, tok, 24, engine.engine_config.max_model_len, prompt_chars=300)
         assert len(run_batches(engine, requests, SamplingOptions(temperature=0.0))) == SHARD_SIZE
         sizes = state_sizes(engine)
         per_request = {name: size for name, (size, bound) in sizes.items() if bound is None}

@@ -14,7 +14,7 @@ from bench.drafters import FixedK, VllmNgramProposer
 from bench.reference import Workload, epoch_requests, reference
 from bench.replay import replay
 from specdec.config import EngineConfig, SpecConfig
-from specdec.types import GenerationRequest
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 
@@ -37,10 +37,11 @@ def _rate_and_se(drafted: list[int], accepted: list[int]) -> tuple[float, float]
     return rate, max(binomial, cluster)
 
 
-def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_factory, humaneval_rows, tokenizer,
-                                                                          default_model_dir, tmp_path, monkeypatch):
+def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_factory, engine_config, humaneval_rows,
+                                                                          tokenizer, default_model_dir, tmp_path,
+                                                                          monkeypatch):
     monkeypatch.setenv("SPECDEC_HOME", str(tmp_path))  # the reference is generated here, not read from a cache
-    rows = [GenerationRequest(r["id"], tuple(tokenizer(r["prompt"])["input_ids"]), MAX_TOKENS) for r in humaneval_rows]
+    rows = prompt_requests(humaneval_rows, tokenizer, MAX_TOKENS, engine_config.max_model_len)
     # ngram[2..5] at K = 4, the engine test_engine_greedy.py and test_fidelity.py share:
     # deterministic drafts of up to four tokens, the argument's case position by position
     ngram = SpecConfig(method="ngram", k_max=K, ngram_min=2, ngram_max=5)

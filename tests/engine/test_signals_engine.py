@@ -1,8 +1,8 @@
 """SIGTERM to `specdec generate` while the real engine generates: vLLM's EngineCore and
 Worker processes (found by PID under the command's process) are gone when the command has
 exited with 143, and no output or temporary file is left. One engine start (~30-60 s).
-The other signal cases run against a stand-in engine in test_interrupts.py; `specdec run`
-and a cancelled or killed flow run are in tests/pipeline/."""
+The other signal cases run against a stand-in engine in tests/process/test_interrupt_signals.py;
+`specdec run` and a cancelled or killed flow run are in tests/pipeline/."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from specdec.config import SpecConfig
 from specdec.types import GenerationRequest, SamplingOptions
 from support.engine_calls import counters
 from support.greedy_checks import assert_same_greedy_outputs
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +42,9 @@ def _num_generated_tokens(engine) -> int:
 
 
 def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, humaneval_rows):
-    tok = engine_factory("none").tokenizer
-    subset = [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows[:6]]
+    plain = engine_factory("none")
+    tok = plain.tokenizer
+    subset = prompt_requests(humaneval_rows[:6], tok, MAX_TOKENS, plain.engine_config.max_model_len)
     # Reference with look-ahead: vLLM verifies (and caches) tokens past the stop point.
     lookahead = [GenerationRequest(r.id, r.prompt_token_ids, MAX_TOKENS + K_MAX + 1) for r in subset]
     reference = run_batches(engine_factory("none"), lookahead, SamplingOptions(temperature=0.0, ignore_eos=True))
@@ -76,9 +78,9 @@ def test_replay_accepts_exactly_what_the_suffix_engine_accepted(engine_factory, 
 
 @pytest.fixture(scope="module")
 def requests(engine_factory, humaneval_rows):
-    tok = engine_factory("none").tokenizer
+    plain = engine_factory("none")
     assert len(humaneval_rows) >= 16
-    return [GenerationRequest(r["id"], tuple(tok.encode(r["prompt"])), MAX_TOKENS) for r in humaneval_rows[:16]]
+    return prompt_requests(humaneval_rows[:16], plain.tokenizer, MAX_TOKENS, plain.engine_config.max_model_len)
 
 
 def test_suffix_greedy_output_identical_to_no_speculation(engine_factory, requests):

@@ -8,6 +8,7 @@ Processes are followed by PID from the process the test started, never found by 
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -69,7 +70,7 @@ def deployment_run(env: dict[str, str], params: list[str], timeout: float = 480)
 
 
 def check_results(db: Path, num_prompts: int, num_shards: int, engine_starts: int) -> None:
-    """Every prompt exactly once, statistics for every request, views with rows."""
+    """Every prompt exactly once, statistics for every request, views that add them up."""
     assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(num_prompts, num_prompts)]
     assert query(db, "SELECT count(*) FROM request_stats WHERE num_steps > 0 AND num_output_tokens > 0") == [(num_prompts,)]
     assert query(db, "SELECT count(*) FROM outputs o ANTI JOIN request_stats r USING (run_id, shard_id, id)") == [(0,)]
@@ -77,11 +78,51 @@ def check_results(db: Path, num_prompts: int, num_shards: int, engine_starts: in
     assert query(db, "SELECT input_rows, output_rows, quarantined_rows, balanced FROM v_run_accounting") == [
         (num_prompts, num_prompts, 0, True)]
     assert query(db, "SELECT count(*) FROM v_shard_acceptance WHERE tokens_per_s > 0") == [(num_shards,)]
-    for view in ("v_acceptance_by_position", "v_k_usage"):
-        assert query(db, f"SELECT count(*) FROM {view}")[0][0] > 0, view
+    check_statistics_views(db)
     # One engine start per process that generated, reused for its later shards.
     starts = [s for (s,) in query(db, "SELECT engine_start_s FROM shards ORDER BY shard_id")]
     assert sum(1 for s in starts if s > 0) == engine_starts, starts
+
+
+def check_statistics_views(db: Path) -> None:
+    """v_acceptance_by_position and v_k_usage hold what the requests' own statistics add up to,
+    summed here from request_stats rows (the views sum position_stats and unnest k_histogram
+    in SQL); each request's figures agree with each other."""
+    drafts: dict[str, int] = {}
+    accepted: dict[str, list[int]] = {}
+    k_steps: dict[str, list[int]] = {}
+    for run_id, num_drafts, draft_tokens, num_accepted, fallback, per_pos, k_histogram in query(
+            db, "SELECT run_id, num_drafts, num_draft_tokens, num_accepted_tokens, num_fallback_steps, "
+                "accepted_per_pos, k_histogram FROM request_stats"):
+        assert sum(per_pos) == num_accepted
+        assert k_histogram[0] == fallback and sum(k_histogram[1:]) == num_drafts
+        assert sum(k * n for k, n in enumerate(k_histogram)) == draft_tokens
+        drafts[run_id] = drafts.get(run_id, 0) + num_drafts
+        accepted[run_id] = _add_lists(accepted.get(run_id, []), per_pos)
+        k_steps[run_id] = _add_lists(k_steps.get(run_id, []), k_histogram)
+    by_position = []
+    for run_id, per_pos in sorted(accepted.items()):
+        before = drafts[run_id]  # position 0 is conditional on the draft itself
+        for pos, num in enumerate(per_pos):
+            by_position.append((run_id, pos, num, drafts[run_id], _ratio(num, drafts[run_id]), _ratio(num, before)))
+            before = num
+    assert _rounded(query(db, "SELECT run_id, pos, num_accepted_tokens, num_drafts, acceptance_rate, conditional_rate "
+                              "FROM v_acceptance_by_position ORDER BY run_id, pos")) == _rounded(by_position)
+    k_usage = [(run_id, k, num, _ratio(num, sum(histogram)))
+               for run_id, histogram in sorted(k_steps.items()) for k, num in enumerate(histogram)]
+    assert _rounded(query(db, "SELECT run_id, k, num_steps, share FROM v_k_usage ORDER BY run_id, k")) == _rounded(k_usage)
+
+
+def _add_lists(a: list[int], b: list[int]) -> list[int]:
+    return [x + y for x, y in itertools.zip_longest(a, b, fillvalue=0)]
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def _rounded(rows: list[tuple]) -> list[tuple]:
+    return [tuple(round(v, 9) if isinstance(v, float) else v for v in row) for row in rows]
 
 
 def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(worker, prefect_api, tmp_path):

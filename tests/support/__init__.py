@@ -1,4 +1,4 @@
-"""Helpers shared by the test groups (unit/, engine/, pipeline/); fixtures stay in conftest.py.
+"""Helpers shared by the test groups (unit/, engine/, pipeline/, process/); fixtures stay in conftest.py.
 
     db.py              the one DuckDB read helper (`query`) and the schema as text
     shards.py          the one prompt-shard writer (`write_shard`) and broken shards
@@ -10,6 +10,7 @@
     sampling_probe.py  sampling probe on a real engine (also run as a script)
     chi_square.py      two-sample chi-square test for the distribution tests
     greedy_checks.py   greedy-identity assertion for the real-engine tests
+    prompt_requests.py engine requests from prompt rows through specdec.prompts
     replay_requests.py synthetic greedy references for replay and projection tests
     synthetic_staging.py staged shard results without an engine (ingest tests, lab/ingest_bench.py)
     import_graph.py    the product's import graph and its cycles (python -m tests.support.import_graph)

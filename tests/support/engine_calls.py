@@ -43,3 +43,22 @@ def counters(engine: VllmEngine) -> SpecCounters:
         raise RuntimeError("vLLM's metrics registry follows only the newest engine in this process; "
                            "read the counters of the engine started last")
     return read_spec_counters(engine.llm.get_metrics())
+
+
+def step_cost_fit(engine: VllmEngine) -> tuple[dict[str, float] | None, list[StepSample]]:
+    """The batch budget's step-cost model and the samples it holds now (calibration, then the
+    most recent steps; those of its last refit unless new ones arrived since). specdec with
+    its budget only."""
+    if not engine.spec.budgeted:
+        raise ConfigError(f"{engine.spec.method}: only specdec with its budget fits a step cost")
+    model, rows = engine.llm.collective_rpc(_step_timer_state)[0]
+    return model, [StepSample(*row) for row in rows]
+
+
+def _step_timer_state(worker) -> tuple[dict[str, float] | None, list[list[float]]]:
+    """In the worker: its drafter's step timer, as `step_cost_fit` returns it."""
+    import numpy as np
+
+    timer = vllm_proposer._drafter(worker).timer
+    table = np.concatenate([timer._calibration, timer._recent])
+    return vllm_proposer.step_cost(worker), table.tolist()

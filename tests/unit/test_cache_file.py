@@ -1,14 +1,12 @@
 """The draft cache file (`--cache-file`): a file loads into the controller and its oracle alike, versions 1 and 2
 of the header too (without history), version 3 with the per-prompt history; a damaged,
 foreign, header-less, future-format or other-tokenizer file starts the run cold with a
-warning naming it and is moved aside; two processes saving the same file at once leave one
-complete file and no temporary files."""
+warning naming it and is moved aside. Two processes saving one file at once:
+tests/process/test_cache_file_writers.py."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,6 @@ from specdec.controller import DraftController
 from specdec.drafting import cache_file
 from support.native_core import NativeSuffixCache
 
-REPO = Path(__file__).resolve().parents[2]
 TOKENIZER = "tok-a"
 
 
@@ -233,28 +230,3 @@ def test_an_unusable_file_starts_cold_with_a_warning_and_is_moved_aside(tmp_path
 def test_a_missing_file_is_a_first_run_without_warning(tmp_path):
     ctl = controller(tmp_path / "none-yet.npz")
     assert ctl.cache_warning is None and len(cache_of(ctl)) == 0
-
-
-SAVE_REPEATEDLY = """
-import sys
-from test_cache_file import TOKENIZER, saved_cache
-cache = saved_cache(__import__("pathlib").Path(sys.argv[1]), num_sequences=400, seed=int(sys.argv[2]))
-for _ in range(int(sys.argv[3])):
-    cache.save(sys.argv[1], TOKENIZER)
-print("done", flush=True)
-"""
-
-
-def test_two_processes_saving_one_file_at_once_leave_one_complete_file(tmp_path):
-    path = tmp_path / "shared.npz"
-    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}:{REPO / 'tests' / 'unit'}", "PATH": ""}
-    writers = [subprocess.Popen([sys.executable, "-c", SAVE_REPEATEDLY, str(path), str(seed), "30"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for seed in (1, 2)]
-    for writer in writers:
-        out, _ = writer.communicate(timeout=300)
-        assert writer.returncode == 0 and "done" in out, out
-    loaded = SuffixTrieCache.load(path, tokenizer=TOKENIZER)
-    loaded.check_invariants()
-    prefixes = {seq_id.split("-")[0] for seq_id in loaded._sequences}
-    assert len(loaded) == 400 and prefixes in ({"seed1"}, {"seed2"})  # one writer's whole file
-    assert [p.name for p in tmp_path.iterdir()] == ["shared.npz"]  # no temporary files

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from specdec.cli import main
-from specdec.quarantine import QUARANTINE_SCHEMA
+from specdec.quarantine import QUARANTINE_SCHEMA, quarantine_table
 from support.shards import write_shard
 
 
@@ -49,8 +49,22 @@ def test_unknown_method_is_rejected_before_anything_runs(tmp_path, capsys):
 
 
 def test_quarantine_file_has_the_duckdb_quarantine_table_columns():
-    from tasks.db import SQL_DIR
+    import duckdb
+    import pyarrow as pa
 
-    text = (SQL_DIR / "migrations" / "0008_quarantine.sql").read_text()
-    for name in QUARANTINE_SCHEMA.names:
-        assert f"    {name} " in text, name
+    from specdec.prompts import RejectedRow
+    from tasks.db import migrate
+
+    con = duckdb.connect()  # in memory, migrated as ingest migrates a database
+    migrate(con)
+    columns = con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                          "WHERE table_name = 'quarantine' ORDER BY ordinal_position").fetchall()
+    duckdb_type = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.timestamp("us"): "TIMESTAMP"}
+    assert columns == [(field.name, duckdb_type[field.type]) for field in QUARANTINE_SCHEMA]
+    # A quarantine file's rows go into the table column by column and come back as they were.
+    rejected = [RejectedRow(3, "b", "null or empty prompt"), RejectedRow(5, None, "too long", "tokenize")]
+    table = quarantine_table(rejected, "run-1", "rows.parquet")
+    con.register("quarantine_file", table)
+    con.execute("INSERT INTO quarantine SELECT * FROM quarantine_file")
+    assert con.execute("SELECT * FROM quarantine ORDER BY row_index").fetchall() == [
+        tuple(row.values()) for row in table.to_pylist()]

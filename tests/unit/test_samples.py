@@ -1,13 +1,10 @@
 """Samples per prompt (no engine): the parameter and its greedy rule, a row's own `samples`
-and its quarantine reasons, one seed per (seed, row, sample) whatever the batch, expansion of
-a row into adjacent requests, and results keyed by (id, sample) through the one generate path
-and `specdec generate`. Through the real engine, Prefect and DuckDB:
+and its quarantine reasons, one seed per (seed, row, sample) whatever the batch (and the
+process: tests/process/test_fresh_interpreter.py), expansion of a row into adjacent requests,
+and results keyed by (id, sample) through the one generate path and `specdec generate`. Through the real engine, Prefect and DuckDB:
 tests/pipeline/test_pipeline_samples.py."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,16 +47,6 @@ def test_generate_takes_samples_from_the_parameter_model_and_refuses_greedy_samp
 
 
 # --- seeds ---------------------------------------------------------------------------------
-
-def test_sample_seed_is_stable_across_processes():
-    """Not Python's hash() (salted per process): another interpreter gives the same seeds."""
-    cases = [(0, "a", 0), (7, "row-1", 3), (2**40, "ünïcode|id", 1023)]
-    code = ("from specdec.sampling_seeds import sample_seed; "
-            f"print([sample_seed(*c) for c in {cases!r}])")
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "123"})
-    assert other.stdout.strip() == str([sample_seed(*c) for c in cases])
-
 
 def test_sample_seeds_spread_over_rows_samples_and_run_seeds():
     seeds = {sample_seed(s, f"r{r}", i) for s in (0, 1) for r in range(50) for i in range(10)}

@@ -1,14 +1,12 @@
 """The rewind of seeded requests' CPU generators (specdec.vllm_plugins.fixes.seeded_chunk),
 without engines: vLLM's own rewind still crashes on a CPU generator, the generator, vLLM's
-rewind call on it, the plugin hook and its switch. That seeded requests with a chunked
+rewind call on it, the plugin hook (registered in a fresh interpreter:
+tests/process/test_vllm_plugin_register.py) and its switch. That seeded requests with a chunked
 prefill complete on the real engine, with the samples of unchunked runs, is checked in
 tests/engine/test_seeded_chunk_engine.py. Every test here fails on an untested vLLM release."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -17,15 +15,11 @@ import torch
 
 from specdec.vllm_plugins.fixes import seeded_chunk
 from specdec.vllm_plugins.fixes.seeded_chunk import RewindableGenerator
-from support import REPO
-from support.plugin_checks import register_afresh, require_tested_vllm
+from support.plugin_checks import register_afresh
+
+pytestmark = pytest.mark.vllm_fix(seeded_chunk)
 
 VOCAB = 1000
-
-
-@pytest.fixture(autouse=True)
-def _checked_against_the_installed_vllm():
-    require_tested_vllm(seeded_chunk)
 
 
 def draw(generator: torch.Generator) -> torch.Tensor:
@@ -118,67 +112,6 @@ def test_like_copies_the_stream_and_works_with_torch_ops() -> None:
     assert torch.equal(draw(copy), draw(plain))
     probs = torch.tensor([0.1, 0.2, 0.7])
     assert torch.equal(torch.multinomial(probs, 2, generator=copy), torch.multinomial(probs, 2, generator=plain))
-
-
-_REGISTER_CHECK = """
-import types
-import torch
-from vllm.v1.worker.cpu_model_runner import CPUModelRunner
-from vllm.v1.worker.gpu_input_batch import CachedRequestState
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-from specdec.vllm_plugins import register
-from specdec.vllm_plugins.fixes import seeded_chunk
-from specdec.vllm_plugins.fixes.seeded_chunk import RewindableGenerator
-
-gpu_sample = GPUModelRunner._sample
-register()  # the plugin entry point
-register()
-patched = getattr(CPUModelRunner._sample, seeded_chunk._PATCHED, False)
-assert patched == getattr(CachedRequestState.__post_init__, seeded_chunk._PATCHED, False)
-print("PATCHED" if patched else "UNPATCHED")
-if patched:
-    assert GPUModelRunner._sample is gpu_sample  # GPU runners are left alone
-    # Wrapped once, however often the plugin is called
-    assert not getattr(CPUModelRunner._sample.__wrapped__, seeded_chunk._PATCHED, False)
-
-# A request as the model runner records it (GPUModelRunner._update_states).
-state = CachedRequestState(req_id="r", prompt_token_ids=[1, 2, 3], mm_features=[], sampling_params=None,
-                           generator=torch.Generator(device="cpu").manual_seed(5), block_ids=([],),
-                           num_computed_tokens=0, output_token_ids=[])
-assert isinstance(state.generator, RewindableGenerator) == patched
-assert state.num_prompt_tokens == 3  # vLLM's own __post_init__ still ran
-
-# One step of a non-final prefill chunk, as the model runner runs it: sample, then rewind.
-def sampler(logits, sampling_metadata):
-    return torch.stack([torch.empty(8).exponential_(generator=g) for g in sampling_metadata.generators.values()])
-batch = types.SimpleNamespace(generators={0: state.generator}, update_async_output_token_ids=lambda: None)
-batch.sampling_metadata = types.SimpleNamespace(generators=batch.generators)
-runner = types.SimpleNamespace(input_batch=batch, sampler=sampler)
-discarded = CPUModelRunner._sample(runner, torch.zeros(1, 8), None)
-try:
-    state.generator.set_offset(state.generator.get_offset() - 4)
-except RuntimeError as exc:
-    print("REWIND-FAILED", exc)
-else:
-    assert torch.equal(CPUModelRunner._sample(runner, torch.zeros(1, 8), None), discarded)
-    print("REWIND-OK")
-"""
-
-
-@pytest.mark.parametrize("disabled", [False, True], ids=["on", "switched_off"])
-def test_register_patches_the_cpu_runner_per_switch(disabled: bool) -> None:
-    # A fresh interpreter, as in vLLM's engine and worker processes.
-    env = {k: v for k, v in os.environ.items() if k != seeded_chunk.DISABLE_ENV}
-    if disabled:
-        env[seeded_chunk.DISABLE_ENV] = "1"
-    proc = subprocess.run(
-        [sys.executable, "-c", _REGISTER_CHECK], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    if disabled:
-        assert "UNPATCHED" in proc.stdout and "REWIND-FAILED CPU Generator does not use offset" in proc.stdout
-    else:
-        assert "PATCHED" in proc.stdout.split() and "REWIND-OK" in proc.stdout, proc.stdout
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:

@@ -26,6 +26,7 @@ def test_fit_recovers_a_linear_step_cost():
     assert fitted is not None
     assert fitted.per_token_s == pytest.approx(true.per_token_s, rel=0.1)
     assert fitted.fixed_s == pytest.approx(true.fixed_s, rel=0.2)
+    assert fitted.per_seq_s == pytest.approx(true.per_seq_s, rel=0.2)
     assert fitted.per_kv_token_s == pytest.approx(true.per_kv_token_s, rel=0.2)
     assert fitted.per_draft_kv_token_s == pytest.approx(true.per_draft_kv_token_s, rel=0.2)
 

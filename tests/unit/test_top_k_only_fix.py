@@ -1,28 +1,22 @@
 """The top-k fix (specdec.vllm_plugins.fixes.top_k_only), without engines: vLLM's own function
-still crashes, the replacement against a naive reference, the plugin hook. That top-k
-sampling with speculation now runs on the real engine (and has the right distribution) is
-checked in tests/engine/test_fidelity.py, where the speculative engines are already started.
-Every test here fails on an untested vLLM release."""
+still crashes, the replacement against a naive reference, the plugin hook (registered in a
+fresh interpreter: tests/process/test_vllm_plugin_register.py). That top-k sampling with
+speculation now runs on the real engine (and has the right distribution) is checked in
+tests/engine/test_fidelity.py, where the speculative engines are already started. Every test
+here fails on an untested vLLM release."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from specdec.vllm_plugins.fixes import top_k_only
 from specdec.vllm_plugins.fixes.top_k_only import apply_top_k_only
-from support import REPO
-from support.plugin_checks import pristine_vllm_module, register_afresh, require_tested_vllm
+from support.plugin_checks import pristine_vllm_module, register_afresh
+
+pytestmark = pytest.mark.vllm_fix(top_k_only)
 
 INF = float("inf")
-
-
-@pytest.fixture(autouse=True)
-def _checked_against_the_installed_vllm():
-    require_tested_vllm(top_k_only)
 
 
 def reference_top_k(logits: list[list[float]], k: list[int]) -> list[list[float]]:
@@ -79,34 +73,6 @@ def test_installed_function_agrees_with_replacement_on_non_empty_batches() -> No
         logits = torch.randn(rows, vocab, generator=gen)
         k = torch.randint(1, vocab + 1, (rows,), generator=gen).to(torch.int32)
         assert torch.equal(original(logits.clone(), k.clone()), apply_top_k_only(logits.clone(), k))
-
-
-_REGISTER_CHECK = """
-import torch
-from vllm.v1.sample.ops import topk_topp_sampler
-from vllm.v1.sample.rejection_sampler import apply_sampling_constraints
-from vllm.v1.sample.metadata import SamplingMetadata
-from specdec.vllm_plugins import register
-from specdec.vllm_plugins.fixes import top_k_only
-register()  # the plugin entry point installs the top-k fix
-top_k_only.register()
-assert top_k_only._once.decided
-assert topk_topp_sampler.apply_top_k_only is top_k_only.apply_top_k_only
-# What the rejection sampler does on a step without drafts: top-k only, no draft tokens.
-empty = topk_topp_sampler.apply_top_k_top_p(torch.empty(0, 16), torch.empty(0, dtype=torch.int32), None)
-assert tuple(empty.shape) == (0, 16)
-logits = topk_topp_sampler.apply_top_k_top_p(torch.tensor([[1.0, 3.0, 2.0]]), torch.tensor([1], dtype=torch.int32), None)
-assert logits.tolist() == [[-float("inf"), 3.0, -float("inf")]], logits.tolist()
-print("REGISTER-OK")
-"""
-
-
-def test_register_patches_vllm_and_is_idempotent() -> None:
-    # A fresh interpreter, as in vLLM's engine and worker processes.
-    proc = subprocess.run(
-        [sys.executable, "-c", _REGISTER_CHECK], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:

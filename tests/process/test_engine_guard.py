@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from support.process_tree import describe, running, wait_until_gone
+
+pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parents[1] / "support"
 

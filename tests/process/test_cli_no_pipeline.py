@@ -7,7 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from support.no_pipeline import specdec
+
+pytestmark = pytest.mark.slow
 
 
 def test_pipeline_packages_are_hidden(no_pipeline_env, tmp_path):
