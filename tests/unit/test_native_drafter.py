@@ -263,7 +263,7 @@ def test_drafts_and_confidences_equal_the_reference(seed, depth, budget, n_min, 
     _simulate(two, repetitive_streams(rng, int(rng.integers(1, 10)), alphabet), rng, k_max)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     budget=st.sampled_from([30, 5000]),
@@ -297,10 +297,10 @@ def test_prompt_groups_live_text_and_history_equal_the_reference(seed, budget, n
 def test_siblings_history_and_live_text_are_drafted_from(tmp_path):
     """On one fixed run every shared source drafts (the property test above could pass with
     none of them ever chosen), the live index is rebuilt and groups are dropped."""
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(6)
     limits = Bounds(group_max_tokens=300, history_max_tokens=2000, history_per_prompt=4, live_slack_tokens=40)
     two = TwoDrafters(24, 5000, 1, 16, 0.1, limits)
-    requests = prompt_streams(rng, 30, 8)
+    requests = prompt_streams(rng, 16, 8)
     _simulate(two, [t for t, _ in requests], rng, 6, prompt_lens=[p for _, p in requests])
     first = two.take_all_source_counts()
     assert first["sibling"][1] > 0 and first["live"][1] > 0, first
@@ -308,7 +308,7 @@ def test_siblings_history_and_live_text_are_drafted_from(tmp_path):
     assert len(two.nat.group_digests()) < len({prompt_digest(t[:p]) for t, p in requests})  # some were dropped
     ref_file, nat_file = _swap_caches(two, tmp_path)
     again = two.fresh(nat_from=ref_file, ref_from=nat_file)
-    _simulate(again, [t for t, _ in prompt_streams(np.random.default_rng(7), 30, 8)], rng, 6,
+    _simulate(again, [t for t, _ in prompt_streams(np.random.default_rng(6), 16, 8)], rng, 6,
               prompt_lens=[p for _, p in requests])
     counts = again.take_all_source_counts()
     assert counts["history"][1] > 0, counts
@@ -317,7 +317,7 @@ def test_siblings_history_and_live_text_are_drafted_from(tmp_path):
 def test_persisted_caches_load_into_either_drafter_mid_run(tmp_path):
     rng = np.random.default_rng(11)
     two = TwoDrafters(24, 3000, 1, 16, 0.1)
-    requests = prompt_streams(rng, 40, 6)
+    requests = prompt_streams(rng, 20, 6)
     _simulate(two, [t for t, _ in requests], rng, 6, tmp_path, prompt_lens=[p for _, p in requests])
     assert two.nat.history_entries()  # the files carried a history
 
