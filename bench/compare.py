@@ -39,6 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="replay: price batched steps with this step-time model: "
                         f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: "
                         f"{cost_models.H100_LLAMA3_8B})")
+    p.add_argument("--host-s", type=float, default=None,
+                   help="replay: seconds per step that synchronous methods (all but none) pay and none's async "
+                        "scheduling overlaps, for every GPU cost model (default: the model's own, "
+                        f"{cost_models.h100_llama3_8b().host_s * 1e3:.3f} ms for {cost_models.H100_LLAMA3_8B}; "
+                        "0: off; cpu-calibrated never pays one)")
     p.add_argument("--rounds", type=int, default=3, help="vllm engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--min-prompts", type=int, default=16,
@@ -160,7 +165,7 @@ def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
 def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.CostModel]:
     asked = args.cost or [cost_models.H100_LLAMA3_8B]
     calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
-    costs = [cost_models.resolve(c, calibrated) for c in asked]
+    costs = [cost_models.resolve(c, calibrated, args.host_s) for c in asked]
     print("\n".join(cost.describe() for cost in costs))
     return costs
 

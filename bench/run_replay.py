@@ -135,7 +135,8 @@ def replayed_jobs(requests: Sequence[ReplayRequest], method: Method, k: int, row
     """(jobs, per-step time) of `method` replayed at `rows` at once: each request's forwards
     and drafts from the replay, the drafter's mean time per step added to the step's."""
     run = simulate_and_price(requests, method, k, rows, [cost], max_model_len, warmup_epochs)[0]
-    step_s = cost.step.fixed_s + cost.per_step_overhead_s + run.priced.draft_seconds / max(run.priced.num_steps, 1)
+    paid = cost.run_by(method.synchronous)
+    step_s = paid.step.fixed_s + paid.per_step_overhead_s + run.priced.draft_seconds / max(run.priced.num_steps, 1)
     jobs = [job(cost, len(req.prompt_token_ids), len(res.output_token_ids), res.stats.num_steps,
                 sum(res.per_step_drafted), len(res.per_step_drafted))
             for req, res in zip(requests, run.simulation.results, strict=True)]
