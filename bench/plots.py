@@ -12,6 +12,28 @@ from pathlib import Path
 from typing import Any
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MethodRecord:
+    """What a record of one method at one batch size carries (store-bench and the plots read it)."""
+
+    method: str
+    engine: str  # vllm, or projected:<cost model>
+    dataset: str
+    batch_size: int
+    k_max: int  # 0 for none
+    num_requests: int
+    tokens_per_forward: float
+    acceptance_rate: float
+    outputs_identical_to_none: bool | None
+    started_from: str
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    tokens_per_s: float  # end to end
+    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
+    samples: int = 1
+    epoch: int = 1
+
+
 Column = tuple[str, str]  # (title, its cells' format spec, e.g. ">10.1f")
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from bench.cost_models import CostModel, Priced, price
 from bench.drafters import Method, all_methods
-from bench.plots import grouped, table
+from bench.plots import MethodRecord, grouped, table
 from bench.reference import Workload
 from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
 from specdec.stats import ShardStats
@@ -21,35 +21,19 @@ METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")
 
 
 @dataclasses.dataclass(frozen=True)
-class ProjectionRecord:
-    method: str
-    engine: str  # projected:<cost model>
+class ProjectionRecord(MethodRecord):
     cost_model: str
-    dataset: str
-    batch_size: int
-    k_max: int  # 0 for none
-    num_requests: int
     mean_running: float  # requests running per step
     projected_tokens_per_s: float  # end to end: prefill, decode and drafting
     projected_decode_tokens_per_s: float  # decode steps (their share of mixed steps) and drafting
     speedup_vs_none: float  # end to end, against none at the same batch size and cost model
     decode_speedup_vs_none: float
-    tokens_per_forward: float
-    acceptance_rate: float
     mean_drafted_tokens_per_step: float  # draft tokens verified per running request per step
     drafting_share: float  # the drafter's share of the projected time
     best_k: bool  # the fastest K of this method, dataset, batch size and cost model
-    outputs_identical_to_none: bool
-    started_from: str
     draft_cost: str  # how the drafter's time was counted
-    accepted_per_pos: list[int]
-    num_output_tokens: int
-    tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read
     host_s: float = 0.0  # the cost model's host term per step, paid by synchronous methods
     synchronous: bool = True  # vLLM would schedule this method synchronously on a GPU
-    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
-    samples: int = 1
-    epoch: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

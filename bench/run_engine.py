@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from bench.datasets import BUILTIN, load_rows
 from bench.plots import table, write_outputs
-from bench.throughput import Spread, ratio_spread, schedule
+from bench.throughput import Spread, Timing, ratio_spread, schedule
 from specdec import engine_cache
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.generate import ShardRows, generate_shards
@@ -21,19 +21,6 @@ from specdec.params import GenerationParams
 
 SHAPES = ("stream", "sequential", "long-first")
 Prepare = Callable[[GenerationParams, str], None]  # (params, method) before each measurement
-
-
-@dataclasses.dataclass(frozen=True)
-class RunTiming:
-    round: int
-    shape: str
-    method: str
-    seconds: float  # the run's wall time, engine start excluded
-    num_output_tokens: int
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.num_output_tokens / self.seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +100,7 @@ def measure(shards: Sequence[ShardRows], params: GenerationParams, shape: str = 
 
 def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: Sequence[str], rounds: int,
                prepare: Prepare, progress: Callable[[str], None] = lambda _: None,
-               shapes: Sequence[str] = SHAPES[:2]) -> list[RunTiming]:
+               shapes: Sequence[str] = SHAPES[:2]) -> list[Timing]:
     """Every shape and method in each round, in an order that rotates from round to round,
     after one untimed warm-up run (engine start, first compiles; every shard for long-first,
     whose order comes from it)."""
@@ -125,17 +112,17 @@ def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: S
     measure(shards if "long-first" in shapes else shards[:1], params)
     kinds = {f"{shape} {method}": (shape, method) for shape in shapes for method in methods}
     timings = []
-    for step in schedule(list(kinds), [params.batch_size], rounds):
-        shape, method = kinds[step.method]
+    for round_, kind, _ in schedule(list(kinds), [params.batch_size], rounds):
+        shape, method = kinds[kind]
         prepare(params, method)
         seconds, tokens = measure(shards, params, shape)
-        timings.append(RunTiming(step.round, shape, method, seconds, tokens))
-        progress(f"round {step.round + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
+        timings.append(Timing(round_, method, params.batch_size, tokens, 0.0, seconds, shape))
+        progress(f"round {round_ + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
                  f"{tokens / seconds:.1f} tokens/s")
     return timings
 
 
-def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[ShardRows],
+def make_records(timings: Sequence[Timing], dataset: str, shards: Sequence[ShardRows],
                  params: GenerationParams) -> list[RunBenchRecord]:
     """One record per shape and method; ratios pair runs of the same round."""
     records = []
@@ -148,7 +135,7 @@ def make_records(timings: Sequence[RunTiming], dataset: str, shards: Sequence[Sh
         records.append(RunBenchRecord(
             shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
             params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
-            statistics.median(t.seconds for t in runs), Spread.of([t.tokens_per_s for t in runs]),
+            statistics.median(t.decode_s for t in runs), Spread.of([t.tokens_per_s for t in runs]),
             paired(("sequential", method)), paired(("stream", method)) if shape == "long-first" else None,
             paired((shape, "none"))))
     return records

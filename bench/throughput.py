@@ -6,7 +6,6 @@ earlier epochs untimed, then the timed decode pass. One `BenchRecord` per method
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import statistics
 import time
@@ -14,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import engine_hooks
-from bench.plots import table
+from bench.plots import MethodRecord, table
 from bench.reference import Workload
 from specdec.config import EngineConfig, SpecConfig
 from specdec.stats import ShardStats
@@ -28,18 +27,12 @@ REFERENCE = "none"
 UNRESETTABLE = frozenset({"suffix"})
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
-    round: int  # from 0
-    method: str
-    batch_size: int
-
-
-def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[Step]:
-    """Every method at every batch size each round, the method order rotating from round to round."""
+def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[tuple[int, str, int]]:
+    """(round from 0, method, batch size): every method at every batch size each round, the
+    method order rotating from round to round."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
-    return [Step(r, m, b) for r in range(rounds) for b in batch_sizes
+    return [(r, m, b) for r in range(rounds) for b in batch_sizes
             for m in [*methods[r % len(methods):], *methods[:r % len(methods)]]]
 
 
@@ -49,8 +42,9 @@ class Timing:
     method: str
     batch_size: int
     num_output_tokens: int
-    prefill_s: float  # the max_tokens=1 pass before the clock
-    decode_s: float  # every prompt already in the prefix cache
+    prefill_s: float  # the max_tokens=1 pass before the clock (none in bench-run)
+    decode_s: float  # every prompt already in the prefix cache (bench-run: the run's wall time)
+    shape: str = ""  # bench-run: the worker's shape
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -95,29 +89,13 @@ def ratio_spread(runs: Sequence[Any], others: Sequence[Any], rate: Callable[[Any
 
 
 @dataclasses.dataclass(frozen=True)
-class BenchRecord:
-    method: str
-    engine: str  # vllm
-    dataset: str
-    batch_size: int
-    k_max: int
-    num_requests: int
-    tokens_per_forward: float
-    acceptance_rate: float
-    outputs_identical_to_none: bool | None
-    started_from: str
-    accepted_per_pos: list[int]
-    num_output_tokens: int
+class BenchRecord(MethodRecord):  # tokens_per_s: the median over the rounds
     rounds: int
-    tokens_per_s: float  # medians over the rounds, end to end
     seconds: float
     decode_tokens_per_s: float
     prefill_seconds: float
     speedup_vs_none: Spread | None  # to none in the same round (None without none)
     decode_speedup_vs_none: Spread | None
-    temperature: float = 0.0
-    samples: int = 1
-    epoch: int = 1
 
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
@@ -170,26 +148,26 @@ def run_rounds(methods: dict[str, SpecConfig], engine_cfg: EngineConfig, epochs:
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     timings: list[Timing] = []
     results: dict[tuple[str, int], list[GenerationResult]] = {}
-    with contextlib.ExitStack() as stack:
-        slots = {name: MethodEngine(spec, cfg, warmup) for name, spec in methods.items()}
-        for slot in slots.values():
-            stack.callback(slot.close)
+    slots = {name: MethodEngine(spec, cfg, warmup) for name, spec in methods.items()}
+    try:
         steps = schedule(list(methods), batch_sizes, rounds)
-        for i, step in enumerate(steps):
-            batches = [e[: max(step.batch_size, min_prompts)] for e in epochs]
-            timing, out = measure(slots[step.method], batches, step.round, step.batch_size, step.method,
-                                  workload.sampling)
+        for i, (round_, method, batch_size) in enumerate(steps):
+            timing, out = measure(slots[method], [e[: max(batch_size, min_prompts)] for e in epochs], round_,
+                                  batch_size, method, workload.sampling)
             timings.append(timing)
-            results.setdefault((step.method, step.batch_size), []).extend(out)
-            progress(f"round {step.round + 1}/{rounds} {step.method} batch {step.batch_size}: "
+            results.setdefault((method, batch_size), []).extend(out)
+            progress(f"round {round_ + 1}/{rounds} {method} batch {batch_size}: "
                      f"decode {timing.decode_tokens_per_s:.1f} tokens/s, end to end {timing.tokens_per_s:.1f}")
-            if step.method in UNRESETTABLE and not any(s.method == step.method for s in steps[i + 1:]):
-                slots[step.method].close()
+            if method in UNRESETTABLE and all(m != method for _, m, _ in steps[i + 1:]):
+                slots[method].close()
         for name, slot in slots.items():
             cost = slot.engine.step_cost() if slot.engine is not None else None
             if cost is not None:  # significant digits: the KV terms are microseconds per token
                 progress(f"{name}: budget step cost " + ", ".join(f"{k} {v * 1000:.3g} ms" for k, v in cost.items()))
         starts = {name: slot.starts for name, slot in slots.items()}
+    finally:
+        for slot in slots.values():
+            slot.close()
     return make_records(methods, timings, results, dataset, starts, workload)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import run_engine
+from bench.throughput import Timing
 from bench.cost_models import h100_llama3_8b
 from bench.run_replay import (RunJob, fluid_seconds, job, render_run_table, run_records, run_seconds,
                               sequential_seconds, stream_seconds)
@@ -95,7 +96,7 @@ def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
 
 
 def test_paired_ratios_take_the_same_round():
-    timings = [run_engine.RunTiming(r, shape, "none", seconds, 100) for r, shape, seconds in
+    timings = [Timing(r, "none", 16, 100, 0.0, seconds, shape) for r, shape, seconds in
                [(0, "stream", 1.0), (0, "sequential", 2.0), (1, "stream", 2.0), (1, "sequential", 3.0)]]
     shards = [generate_mod.ShardRows("s", "s", [], [])]
     stream = run_engine.make_records(timings, "d", shards, GenerationParams())[0]
