@@ -16,6 +16,7 @@ from bench.reference import Workload
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
 from specdec.engine_cache import engine_configs
+from specdec.models import resolve_model
 from specdec.params import GenerationParams
 from specdec.prompts import reject_greedy_samples, tokenize_rows
 
@@ -31,33 +32,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=None,
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join((*BUILTIN, REPLIES))}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16", type=_ints,
-                   help="vllm engine: requests run in groups of this size, each group to its end; replay: up "
-                        "to this many at once, the next joining as one finishes")
+    p.add_argument("--batch-sizes", default="1,16", type=_ints, help="vllm engine: groups of this size, each run to "
+                   "its end; replay: up to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
-    p.add_argument("--cost", action="append", default=None,
-                   help="replay: price batched steps with this step-time model: "
-                        f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: "
-                        f"{cost_models.H100_LLAMA3_8B})")
-    p.add_argument("--host-s", type=float, default=None,
-                   help="replay: seconds per step that synchronous methods (all but none) pay and none's async "
-                        "scheduling overlaps, for every GPU cost model (default: the model's own, "
-                        f"{cost_models.h100_llama3_8b().host_s * 1e3:.3f} ms for {cost_models.H100_LLAMA3_8B}; "
-                        "0: off; cpu-calibrated never pays one)")
+    p.add_argument("--cost", action="append", default=None, help="replay: price steps with this step-time model: "
+                   f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: {cost_models.H100_LLAMA3_8B})")
+    p.add_argument("--host-s", type=float, default=None, help="replay: seconds per step that synchronous methods (all "
+                   "but none) pay and none's async scheduling overlaps, on GPU cost models (default: the model's, "
+                   f"{cost_models.h100_llama3_8b().host_s * 1e3:.3f} ms for {cost_models.H100_LLAMA3_8B}; 0: off)"),
     p.add_argument("--rounds", type=int, default=3, help="vllm engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
-    p.add_argument("--min-prompts", type=int, default=16,
-                   help="vllm engine: prompts measured per batch size (at least one full batch)")
-    p.add_argument("--epochs", type=int, default=1,
-                   help="run the workload this many times (epoch e > 1: new samples of the same prompts), every "
-                        "method's drafter state kept from one epoch to the next; only the last epoch is measured")
-    p.add_argument("--run-shards", default=None, type=_ints,
-                   help="replay: the run mode: the requests as sequential shards of these sizes, as one stream "
-                        f"and the fluid bound (input {REPLIES}: ShareGPT reply lengths, no drafting)")
+    p.add_argument("--min-prompts", type=int, default=16, help="vllm engine: prompts measured per batch size")
+    p.add_argument("--epochs", type=int, default=1, help="run the workload this many times (new samples of the same "
+                   "prompts), drafter states kept from one epoch to the next; only the last is measured")
+    p.add_argument("--run-shards", default=None, type=_ints, help="replay: the run mode: the requests as sequential "
+                   f"shards of these sizes, one stream and the fluid bound (input {REPLIES}: no drafting)")
     p.add_argument("--run-rows", default="256,1024", type=_ints, help="run mode: requests running at once")
-    p.add_argument("--shard-io-s", type=float, default=0.0,
-                   help="run mode: seconds per shard outside the engine (read, tokenize, stage); the sequential "
-                        "worker waits for them, the stream reads ahead")
+    p.add_argument("--shard-io-s", type=float, default=0.0, help="run mode: seconds per shard outside the engine "
+                   "(read, tokenize, stage): the sequential worker waits for them, the stream reads ahead")
     p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
     add_model_options(p, GenerationParams, exclude=NOT_BENCH_OPTIONS)
@@ -109,9 +101,7 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
                                        params.prompt_format)
     left_out = greedy_samples + left_out
     if left_out:
-        print(f"{dataset}: {len(left_out)} row(s) left out:")
-        for row in left_out[:10]:
-            print(f"  {row.reason}")
+        print(f"{dataset}: {len(left_out)} row(s) left out:\n" + "\n".join(f"  {row.reason}" for row in left_out[:10]))
     workload = Workload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
                         row_samples, epochs)
     return requests, tokenizer, workload
@@ -120,14 +110,11 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
 def _tokenizer(params: GenerationParams) -> Any:
     from transformers import AutoTokenizer
 
-    from specdec.models import resolve_model
-
     return AutoTokenizer.from_pretrained(resolve_model(params.model))
 
 
 def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
     from bench.reference import reference
-    from specdec.models import resolve_model
 
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
     return reference(requests, workload, cfg, resolve_model(params.model), tokenizer.eos_token_id)

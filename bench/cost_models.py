@@ -1,10 +1,9 @@
-"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens +
-per_kv_token*KV + per_draft_kv_token*draft KV + overhead`) and pricing a replay's step log:
-`h100-llama3-8b` (the published SpecDecode-Bench fit, arXiv 2601.11580), `cpu-calibrated`
+"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens + per_kv_token*KV +
+per_draft_kv_token*draft KV + overhead`, + `host_s` for synchronous methods on a GPU) and
+pricing a replay's step log: `h100-llama3-8b` (arXiv 2601.11580's fit), `cpu-calibrated`
 (this machine's calibration, prefill at its timed rate) or a JSON file of the coefficients.
 A priced step is its forward plus the drafter's time; a mixed step's decode part is priced
-as over its decoding rows alone. A GPU model's `host_s` is the per-step host time that
-synchronous methods pay and asynchronous scheduling overlaps (`CostModel.run_by`)."""
+as over its decoding rows alone."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ class CostModel:
                                    host_s=0.0)
 
     def prefill_correction(self, num_prefill_rows: Any, num_prefill_tokens: Any) -> Any:
-        """What pricing prefill at its own rate changes in `seconds` (a prefilling row's last
-        token is priced as a decode row's)."""
+        """What pricing prefill at its own rate changes (a prefilling row's last token is a decode row's)."""
         if self.per_prefill_token_s is None:
             return 0.0
         return (self.per_prefill_token_s - self.step.per_token_s) * (num_prefill_tokens - num_prefill_rows)
@@ -123,8 +121,7 @@ def resolve(name_or_path: str, calibrated: CostModel | None = None, host_s: floa
 
 
 def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
-    """This machine's fit from a specdec engine's cached start-up calibration (an engine is
-    started to measure it when there is none yet)."""
+    """This machine's fit from a specdec engine's cached start-up calibration (measured if none)."""
     from specdec.engines import calibration, cpu_threads
     from specdec.models import resolve_model
 

@@ -16,22 +16,19 @@ def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 15
     answer included), as chat `messages`; the model then writes the second answer (later turns
     often quote earlier ones: drafting from the request's own text pays). Conversations whose
     history exceeds `max_prompt_chars` are skipped."""
-    return sharegpt_history_rows("sharegpt-mt", lambda item: _multiturn_history(item, max_prompt_chars), limit)
+    def history(item: object) -> list[dict[str, str]] | None:
+        turns = _chat_turns(item)[:3]
+        return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_prompt_chars else None
+
+    return sharegpt_history_rows("sharegpt-mt", history, limit)
 
 
-def sharegpt_long_rows(
-    limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500
-) -> list[dict[str, str]]:
+def sharegpt_long_rows(limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500) -> list[dict[str, str]]:
     """Long-context ShareGPT prompts: each conversation's history up to its last user turn
     that keeps the history within `max_chars`, kept if it reaches `min_chars`; the model then
     writes the next answer. At SmolLM2's about 4.1 characters per token on these histories
     the window sits inside 1-2k prompt tokens, leaving room for denser text (code)."""
     return sharegpt_history_rows("sharegpt-long", lambda item: _long_history(item, min_chars, max_chars), limit)
-
-
-def _multiturn_history(item: object, max_chars: int) -> list[dict[str, str]] | None:
-    turns = _chat_turns(item)[:3]
-    return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_chars else None
 
 
 def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str, str]] | None:
@@ -41,9 +38,6 @@ def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str
     ends = [i + 1 for i, total in enumerate(totals)
             if turns[i]["role"] == "user" and min_chars <= total <= max_chars]
     return turns[: ends[-1]] if ends else None
-
-
-_CHAT_ROLES = {"human": "user", "gpt": "assistant"}
 
 
 def _chat_turns(item: object) -> list[dict[str, str]]:
@@ -56,7 +50,7 @@ def _chat_turns(item: object) -> list[dict[str, str]]:
         text = turn["value"].strip()
         if turn["from"] != ("human" if i % 2 == 0 else "gpt") or not text:
             break
-        messages.append({"role": _CHAT_ROLES[turn["from"]], "content": text})
+        messages.append({"role": "user" if turn["from"] == "human" else "assistant", "content": text})
     return messages
 
 

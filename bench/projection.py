@@ -122,13 +122,9 @@ def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
 
 
 def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
-    best: dict[tuple, ProjectionRecord] = {}
-    for r in records:
-        key = (r.method, r.dataset, r.batch_size, r.cost_model)
-        if key not in best or r.projected_tokens_per_s > best[key].projected_tokens_per_s:
-            best[key] = r
-    chosen = {id(r) for r in best.values()}
-    return [dataclasses.replace(r, best_k=id(r) in chosen) for r in records]
+    runs_of = grouped(records, lambda r: (r.method, r.dataset, r.batch_size, r.cost_model))
+    best = {id(max(runs, key=lambda r: r.projected_tokens_per_s)) for runs in runs_of}
+    return [dataclasses.replace(r, best_k=id(r) in best) for r in records]
 
 
 def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
@@ -150,23 +146,20 @@ def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
                  r.acceptance_rate, r.mean_drafted_tokens_per_step, r.drafting_share,
                  ("  BELOW none" if r.speedup_vs_none < 1 else "")
                  + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")) for r in group]
-        host = (f"; synchronous methods pay a host term of {group[0].host_s * 1e3:.3f} ms per step that "
-                "none (async) overlaps" if group[0].host_s else "")
-        blocks.append("\n".join([f"projected on {group[0].cost_model}: {group[0].dataset}, {_requests(group[0])} "
+        r = group[0]
+        host = f"; synchronous methods pay a host term of {r.host_s * 1e3:.3f} ms per step that none (async) overlaps"
+        prompts = f"{r.num_requests} prompts" if r.temperature == 0 else (
+            f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
+        blocks.append("\n".join([f"projected on {r.cost_model}: {r.dataset}, {prompts}{f', epoch {r.epoch}' * (r.epoch > 1)} "
                                  f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
-                                 f"per running request per step{host})", *table(columns, rows), "", *standing(group)]))
+                                 f"per running request per step{host * (r.host_s > 0)})", *table(columns, rows), "",
+                                 *standing(group)]))
     return "\n\n".join(blocks)
 
 
 def method_label(r: ProjectionRecord) -> str:
     """`none (async)` where the cost model has a host term the synchronous methods pay."""
     return f"{r.method} (async)" if r.host_s and not r.synchronous else r.method
-
-
-def _requests(r: ProjectionRecord) -> str:
-    text = f"{r.num_requests} prompts" if r.temperature == 0 else (
-        f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
-    return text + (f", epoch {r.epoch}" if r.epoch > 1 else "")
 
 
 def standing(group: Sequence[ProjectionRecord]) -> list[str]:

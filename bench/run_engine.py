@@ -11,6 +11,7 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 
+from bench import engine_hooks
 from bench.datasets import BUILTIN, load_rows
 from bench.plots import table, write_outputs
 from bench.throughput import Spread, Timing, ratio_spread, schedule
@@ -20,7 +21,6 @@ from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
 
 SHAPES = ("stream", "sequential", "long-first")
-Prepare = Callable[[GenerationParams, str], None]  # (params, method) before each measurement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,10 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def prepare_engine(params: GenerationParams, method: str) -> None:
-    """The cached engine from a cold start's state (empty prefix cache, cold drafter), drafting
-    only for specdec."""
-    from bench import engine_hooks
-
+    """The cached engine in a cold start's state (no prefix cache, cold drafter), drafting only for specdec."""
     engine, _ = engine_cache.get_engine(params)
     if engine.spec.method == "specdec":
         engine.set_drafting(method != "none")
@@ -99,11 +96,10 @@ def measure(shards: Sequence[ShardRows], params: GenerationParams, shape: str = 
 
 
 def run_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: Sequence[str], rounds: int,
-               prepare: Prepare, progress: Callable[[str], None] = lambda _: None,
+               prepare: Callable[[GenerationParams, str], None], progress: Callable[[str], None] = lambda _: None,
                shapes: Sequence[str] = SHAPES[:2]) -> list[Timing]:
-    """Every shape and method in each round, in an order that rotates from round to round,
-    after one untimed warm-up run (engine start, first compiles; every shard for long-first,
-    whose order comes from it)."""
+    """Every shape and method (`prepare` called before each) in each round, the order rotating, after
+    an untimed warm-up run (engine start, first compiles; every shard for long-first, whose order comes from it)."""
     if unknown := set(shapes) - set(SHAPES):
         raise ValueError(f"unknown shape(s) {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
     if "long-first" in shapes and not params.cache_file:

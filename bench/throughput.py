@@ -1,8 +1,7 @@
 """`specdec bench --engine vllm`: real throughput per method and batch size, the methods
 alternating in interleaved rounds over the same prompts (the order rotating each round). Each
 measurement: prefix cache emptied, a timed max_tokens=1 prefill pass, the draft cache cold,
-earlier epochs untimed, then the timed decode pass. One `BenchRecord` per method and batch size.
-"""
+earlier epochs untimed, then the timed decode pass. One `BenchRecord` per method and batch size."""
 
 from __future__ import annotations
 
@@ -114,8 +113,7 @@ def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConf
 
 
 class MethodEngine:
-    """One method's engine over the rounds, warmed up on other prompts (restarted after each
-    measurement where its draft cache cannot be cleared)."""
+    """One method's engine over the rounds, warmed up (restarted where its draft cache cannot be cleared)."""
 
     def __init__(self, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest]) -> None:
         self.spec, self.engine_cfg, self.warmup = spec, engine_cfg, warmup
@@ -213,10 +211,8 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
 
 
 def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationResult] | None) -> bool | None:
-    if reference is None:
-        return None
-    ref = {(r.id, r.sample): r.output_token_ids for r in reference}
-    return all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
+    ref = {(r.id, r.sample): r.output_token_ids for r in reference or ()}
+    return None if reference is None else all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
