@@ -28,13 +28,9 @@ PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
 _JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
 _OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s", "per_prefill_token_s", "max_batched_tokens", "host_s")
 
-# On a GPU vLLM runs `none` with async scheduling (the next step scheduled while the forward
-# runs); a `custom_class` proposer (specdec), `ngram` and `suffix` force synchronous steps.
-# Async alone is published at +10 % (4B) and +5.5 % (9B) at batch 1 for a custom proposer: a
-# synchronous step is (1 + g) x the async one, so the host term is g x the batch-1 step. For
-# 8B, g is interpolated linearly in parameters between 4B and 9B: 0.10 + 4/5 x (0.055 - 0.10)
-# = 0.064 (an interpolation, not a measurement); x the fit's batch-1 step at a 1k-token
-# context (7.154 ms) = 0.458 ms.
+# Async scheduling's published gain at batch 1 for a custom proposer, +10 % at 4B and +5.5 % at
+# 9B, interpolated linearly in parameters to 8B (0.10 + 4/5 x (0.055 - 0.10) = 0.064): an
+# interpolation, not a measurement.
 H100_LLAMA3_8B_ASYNC_GAIN = 0.10 + (8 - 4) / (9 - 4) * (0.055 - 0.10)
 
 
@@ -49,8 +45,7 @@ class CostModel:
     host_s: float = 0.0  # per step, paid by synchronous methods only (0: no async scheduling, a CPU's case)
 
     def run_by(self, synchronous: bool) -> "CostModel":
-        """The step as a method runs it: a synchronous one pays the host term in every step's
-        overhead (so the budget learns it too); an asynchronous one overlaps it with the forward."""
+        """The step as a method runs it: synchronous ones pay the host term every step, async ones overlap it."""
         return dataclasses.replace(self, per_step_overhead_s=self.per_step_overhead_s + self.host_s * synchronous,
                                    host_s=0.0)
 
@@ -70,6 +65,8 @@ class CostModel:
 
 
 def h100_llama3_8b() -> CostModel:
+    """The fit; its host term: a synchronous step is (1 + g) x the async one, so the term is g x
+    the batch-1 step at a 1k-token context (0.064 x 7.154 ms = 0.458 ms)."""
     fit = CostModel(H100_LLAMA3_8B, StepCost(fixed_s=5.886e-3, per_seq_s=0.0, per_token_s=2.101e-5,
                                              per_kv_token_s=3.926e-8),
                     per_step_overhead_s=1.207e-3, max_batched_tokens=H100_MAX_BATCHED_TOKENS,
@@ -104,9 +101,8 @@ def from_json(path: Path) -> CostModel:
 
 
 def resolve(name_or_path: str, calibrated: CostModel | None = None, host_s: float | None = None) -> CostModel:
-    """A preset by name, or a JSON file; `calibrated`: this machine's fit, for cpu-calibrated
-    (which never pays a host term: a CPU build runs no async scheduling); `host_s` replaces
-    a GPU model's host term."""
+    """A preset or a JSON file; `calibrated`: this machine's fit (no host term: a CPU build runs no
+    async scheduling); `host_s` replaces a GPU model's host term."""
     if name_or_path == CPU_CALIBRATED:
         if calibrated is None:
             raise ConfigError("cpu-calibrated: no calibration of this machine was given")
@@ -164,18 +160,6 @@ class Priced:
     mean_running: float  # requests running per step (vLLM's "Running: N reqs")
     mean_drafted_per_row_step: float  # draft tokens verified per decoding row per step
     num_decode_row_steps: int  # forwards of decoding rows (each request's prefill adds one more)
-
-    def tokens_per_s(self, num_output_tokens: int) -> float:
-        return num_output_tokens / self.seconds if self.seconds > 0 else 0.0
-
-    def tokens_per_forward(self, num_output_tokens: int, num_requests: int) -> float:
-        """Output tokens per target forward, prefill included (none past the stop point)."""
-        forwards = self.num_decode_row_steps + num_requests
-        return num_output_tokens / forwards if forwards else 0.0
-
-    def decode_tokens_per_s(self, num_output_tokens: int, num_requests: int) -> float:
-        decode_tokens = num_output_tokens - num_requests  # the first token of each is prefill's
-        return decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
 
 def price(log: dict[str, np.ndarray], cost: CostModel, draft: DraftCost) -> Priced:

@@ -33,9 +33,8 @@ def sharegpt_long_rows(limit: int | None = None, min_chars: int = 4500, max_char
 
 def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str, str]] | None:
     turns = _chat_turns(item)
-    totals = accumulate(len(m["content"]) for m in turns)
     # Totals only grow, so the last user turn that fits gives the longest history.
-    ends = [i + 1 for i, total in enumerate(totals)
+    ends = [i + 1 for i, total in enumerate(accumulate(len(m["content"]) for m in turns))
             if turns[i]["role"] == "user" and min_chars <= total <= max_chars]
     return turns[: ends[-1]] if ends else None
 
@@ -66,15 +65,11 @@ BUILTIN = tuple(BUILTIN_LOADERS)
 
 def load_rows(name_or_path: str, limit: int | None) -> tuple[list[PromptRow], str]:
     """(rows, dataset name) for a built-in set or a Parquet file / folder of shards."""
-    loader = BUILTIN_LOADERS.get(name_or_path)
-    if loader is None:
-        return _rows_from_files(Path(name_or_path), limit), Path(name_or_path).stem
-    items = loader(limit)
-    messages = [json.loads(r["messages"]) if r.get("messages") else None for r in items]
-    return [PromptRow(i, r["id"], r["prompt"], m, None) for i, (r, m) in enumerate(zip(items, messages))], name_or_path
-
-
-def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
+    if name_or_path in BUILTIN_LOADERS:
+        items = BUILTIN_LOADERS[name_or_path](limit)
+        messages = [json.loads(r["messages"]) if r.get("messages") else None for r in items]
+        return [PromptRow(i, r["id"], r["prompt"], m, None) for i, (r, m) in enumerate(zip(items, messages))], name_or_path
+    path = Path(name_or_path)
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: no .parquet files")
@@ -87,7 +82,7 @@ def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
         rows.extend(valid)
         if limit is not None and len(rows) >= limit:
             break
-    return rows[:limit] if limit is not None else rows
+    return (rows[:limit] if limit is not None else rows), path.stem
 
 
 def sharegpt_reply_lengths(tokenizer: Any, limit: int | None, prompt_format: str = "chat") -> list[tuple[int, int]]:

@@ -6,6 +6,7 @@ cost from the simulated times. Warm-up epochs run first, unpriced, the drafters 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 from bench.cost_models import CostModel, Priced, price
@@ -50,8 +51,7 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
             batch_sizes: Sequence[int], costs: Sequence[CostModel], max_model_len: int,
             progress: Callable[[str], None] = lambda _: None, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
             workload: Workload = Workload()) -> list[ProjectionRecord]:
-    """Records for every method, K, batch size (at most the requests) and cost model; `none`
-    always runs (the speed-ups are against it)."""
+    """Records for every method, K, batch size (at most the requests) and cost model; `none` always runs."""
     if all(m.name != "none" for m in methods):
         methods = [all_methods()["none"], *methods]
     runs: list[_Run] = []
@@ -95,9 +95,9 @@ def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int
 def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
              workload: Workload = Workload()) -> list[ProjectionRecord]:
     totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
-    rates = [(run.priced.tokens_per_s(t.num_output_tokens), run.priced.decode_tokens_per_s(t.num_output_tokens,
-                                                                                           len(requests)))
-             for run, t in zip(runs, totals)]
+    n = len(requests)  # each request's first token is its prefill's
+    rates = [(t.num_output_tokens / (run.priced.seconds or math.inf),
+              (t.num_output_tokens - n) / (run.priced.decode_seconds or math.inf)) for run, t in zip(runs, totals)]
     none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
     expected = [expected_output(req) for req in requests]
     started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
@@ -110,7 +110,7 @@ def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
             dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
             mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
             speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
-            tokens_per_forward=priced.tokens_per_forward(total.num_output_tokens, len(requests)),
+            tokens_per_forward=total.num_output_tokens / (priced.num_decode_row_steps + n),  # prefill's forward too
             acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
             drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
             outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,

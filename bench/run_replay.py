@@ -69,8 +69,7 @@ def run_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, release: Seque
 
 
 def sequential_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, shard: int, shard_io_s: float = 0.0) -> float:
-    """Shards of `shard` jobs one after another, each read (and its results staged) for
-    `shard_io_s` outside the engine."""
+    """Shards of `shard` jobs one after another, each read and staged for `shard_io_s` outside the engine."""
     clock = 0.0
     for first in range(0, len(jobs), shard):
         clock = run_seconds(jobs[first : first + shard], rows, step_s, start=clock + shard_io_s)
@@ -78,8 +77,7 @@ def sequential_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, shard: 
 
 
 def stream_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, shard: int, shard_io_s: float = 0.0) -> float:
-    """One stream: shards read one after another in the background, each job joining the
-    engine once its shard is read."""
+    """One stream: shards read one after another in the background, a job joining once its shard is read."""
     return run_seconds(jobs, rows, step_s, [(i // shard + 1) * shard_io_s for i in range(len(jobs))])
 
 
@@ -114,8 +112,7 @@ class RunRecord:
 
 def run_records(jobs: Sequence[RunJob], cost: CostModel, step_s: float, rows: int, shards: Sequence[int],
                 shard_io_s: float, **fields) -> list[RunRecord]:
-    """Every shard size at `rows` at once; `step_s`: the per-step time (drafting included);
-    `fields`: method, dataset and the workload's."""
+    """Every shard size at `rows` at once; `step_s`: the per-step time; `fields`: method, dataset, workload."""
     tokens = sum(j.num_output_tokens for j in jobs)
     one_queue, fluid = run_seconds(jobs, rows, step_s), fluid_seconds(jobs, rows, step_s)
     records = []

@@ -198,21 +198,19 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
         kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
         epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
         total = ShardStats.aggregate(r.stats for r in runs)
+        reference = results.get((REFERENCE, key[1]))
+        none = {(r.id, r.sample): r.output_token_ids for r in reference or ()}
         records.append(BenchRecord(
             method=key[0], engine="vllm", dataset=dataset, batch_size=key[1], k_max=spec.k_max,
             num_requests=len(runs) // medians["rounds"], tokens_per_forward=total.tokens_per_forward,
             acceptance_rate=total.acceptance_rate, accepted_per_pos=total.accepted_per_pos,
             num_output_tokens=total.num_output_tokens,
-            outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, key[1]))),
+            outputs_identical_to_none=None if workload.sampled or reference is None else all(
+                none.get((r.id, r.sample)) == r.output_token_ids for r in runs),
             started_from=(f"{medians['rounds']} interleaved rounds, {kept} ({starts[key[0]]} started), warmed up on "
                           f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
             **medians, **workload.record_fields()))
     return records
-
-
-def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationResult] | None) -> bool | None:
-    ref = {(r.id, r.sample): r.output_token_ids for r in reference or ()}
-    return None if reference is None else all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
