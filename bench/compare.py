@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=None,
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join((*BUILTIN, REPLIES))}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16", type=_ints, help="vllm engine: groups of this size, each run to "
+    p.add_argument("--batch-sizes", default="1,16", type=parse_ks, help="vllm engine: groups of this size, each run to "
                    "its end; replay: up to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
     p.add_argument("--cost", action="append", default=None, help="replay: price steps with this step-time model: "
@@ -45,9 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-prompts", type=int, default=16, help="vllm engine: prompts measured per batch size")
     p.add_argument("--epochs", type=int, default=1, help="run the workload this many times (new samples of the same "
                    "prompts), drafter states kept from one epoch to the next; only the last is measured")
-    p.add_argument("--run-shards", default=None, type=_ints, help="replay: the run mode: the requests as sequential "
+    p.add_argument("--run-shards", default=None, type=parse_ks, help="replay: the run mode: the requests as sequential "
                    f"shards of these sizes, one stream and the fluid bound (input {REPLIES}: no drafting)")
-    p.add_argument("--run-rows", default="256,1024", type=_ints, help="run mode: requests running at once")
+    p.add_argument("--run-rows", default="256,1024", type=parse_ks, help="run mode: requests running at once")
     p.add_argument("--shard-io-s", type=float, default=0.0, help="run mode: seconds per shard outside the engine "
                    "(read, tokenize, stage): the sequential worker waits for them, the stream reads ahead")
     p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
@@ -66,7 +66,18 @@ def run(args: argparse.Namespace) -> int:
     records: list = []
     for source in args.input or ["humaneval"]:
         if source == REPLIES:
-            records += _replies_run(params, engine_cfg, ks, args)
+            from bench.datasets import sharegpt_reply_lengths
+            from bench.run_replay import length_jobs, render_run_table, run_records
+
+            if not args.run_shards:
+                raise ConfigError(f"--input {REPLIES} is for the run mode (--run-shards)")
+            lengths = sharegpt_reply_lengths(_tokenizer(params), args.limit or 4000, params.prompt_format)
+            for cost in _costs(args, engine_cfg, ks):
+                jobs, step_s = length_jobs(lengths, cost)
+                replies = [r for rows in args.run_rows for r in run_records(
+                    jobs, cost, step_s, rows, args.run_shards, args.shard_io_s, method="none", dataset=REPLIES)]
+                print(render_run_table(replies))
+                records += replies
             continue
         rows, dataset = load_rows(source, args.limit)
         requests, tokenizer, workload = _tokenize(rows, params, engine_cfg, dataset, args.epochs)
@@ -78,12 +89,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
-
-
 def parse_ks(text: str) -> list[int]:
-    """`1,3,5` or `1-8` (or both, e.g. `1-4,8`)."""
+    """`1,3,5` or `1-8` (or both, e.g. `1-4,8`), sorted."""
     ks: list[int] = []
     for part in text.split(","):
         low, _, high = part.partition("-")
@@ -122,8 +129,7 @@ def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig
 
 def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
               params: GenerationParams, args) -> list:
-    """Priced replays of the reference outputs: every method's steps (bench/projection.py), or
-    with --run-shards whole runs of none and specdec at the largest K (bench/run_replay.py)."""
+    """Every method's priced steps (bench/projection.py), or with --run-shards whole runs (bench/run_replay.py)."""
     from bench.drafters import all_methods
     from bench.projection import project, render_projection_table
     from bench.run_replay import render_run_table, replayed_jobs, run_records
@@ -155,23 +161,6 @@ def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.Co
     costs = [cost_models.resolve(c, calibrated, args.host_s) for c in asked]
     print("\n".join(cost.describe() for cost in costs))
     return costs
-
-
-def _replies_run(params: GenerationParams, engine_cfg: EngineConfig, ks, args) -> list:
-    from bench.datasets import sharegpt_reply_lengths
-    from bench.run_replay import length_jobs, render_run_table, run_records
-
-    if not args.run_shards:
-        raise ConfigError(f"--input {REPLIES} is for the run mode (--run-shards)")
-    lengths = sharegpt_reply_lengths(_tokenizer(params), args.limit or 4000, params.prompt_format)
-    records = []
-    for cost in _costs(args, engine_cfg, ks):
-        jobs, step_s = length_jobs(lengths, cost)
-        for rows in args.run_rows:
-            records += run_records(jobs, cost, step_s, rows, args.run_shards, args.shard_io_s, method="none",
-                                   dataset=REPLIES)
-    print(render_run_table(records))
-    return records
 
 
 def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:

@@ -126,8 +126,7 @@ def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
     if not path.exists():
         from specdec.engines.vllm_engine import VllmEngine
 
-        print(f"cpu-calibrated: no calibration of this machine yet; starting an engine to measure it ({path})",
-              flush=True)
+        print(f"cpu-calibrated: no calibration of this machine yet; an engine starts to measure it ({path})", flush=True)
         VllmEngine(engine, SpecConfig(method="specdec", k_max=k_max)).close()
     samples, prefills = calibration.read_calibration(path)
     return from_samples(CPU_CALIBRATED, samples, prefills,

@@ -55,8 +55,9 @@ class NullProposer:
 
 
 class OracleProposer(NullProposer):
-    def __init__(self, sequences: dict[str, np.ndarray]) -> None:
-        self.sequences = sequences  # request id -> prompt + reference tokens
+    def __init__(self, requests: Sequence[ReplayRequest]) -> None:
+        self.sequences = {r.id: np.concatenate([np.asarray(r.prompt_token_ids, dtype=np.int64),  # prompt + reference
+                                                np.asarray(r.reference_tokens, dtype=np.int64)]) for r in requests}
 
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
         n = int(tokens.shape[0])
@@ -99,9 +100,7 @@ def fixed_k(method: str, proposer: Callable[[], Proposer], **spec: int) -> Calla
 
 
 def oracle(k: int, requests: Sequence[ReplayRequest]) -> Drafter:
-    sequences = {r.id: np.concatenate([np.asarray(r.prompt_token_ids, dtype=np.int64),
-                                       np.asarray(r.reference_tokens, dtype=np.int64)]) for r in requests}
-    return FixedK(SpecConfig(method="ngram", k_max=k), OracleProposer(sequences))  # any speculative method
+    return FixedK(SpecConfig(method="ngram", k_max=k), OracleProposer(requests))  # any speculative method
 
 
 def all_methods() -> dict[str, Method]:

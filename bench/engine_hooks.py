@@ -1,6 +1,5 @@
-"""How the bench drives a started `VllmEngine` (or a double): its fixed-batch loop over the
-product's one stream (specdec.streaming), and resets sent through the engine's `llm` that
-the product's engine carries no method for."""
+"""How the bench drives a started `VllmEngine` (or a double): its fixed-batch loop over the product's
+one stream (specdec.streaming), and resets through the engine's `llm` that the engine has no method for."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""`specdec bench --engine replay`: every method replayed in batches on the reference outputs,
-every step priced by a step-time model: projected tokens/s, not a measurement. Fixed-K methods
-run at every K (tables show the best); specdec at the largest K, its budget learning the step
-cost from the simulated times. Warm-up epochs run first, unpriced, the drafters keeping state."""
+"""`specdec bench --engine replay`: every method replayed in batches on the reference outputs, each step
+priced by a step-time model. Fixed-K methods run at every K (tables show the best), specdec at the largest,
+its budget learning the step cost from the simulated times; warm-up epochs first, unpriced, states kept."""
 
 from __future__ import annotations
 
@@ -63,7 +62,31 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
             for k in [0] if method.name == "none" else list(ks) if method.tuned_k else [max(ks)]:
                 runs += simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
-    return _records(runs, dataset, requests, workload)
+    totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
+    n = len(requests)  # each request's first token is its prefill's
+    rates = [(t.num_output_tokens / (run.priced.seconds or math.inf),
+              (t.num_output_tokens - n) / (run.priced.decode_seconds or math.inf)) for run, t in zip(runs, totals)]
+    none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
+    expected = [expected_output(req) for req in requests]
+    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
+                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
+    records = []
+    for run, total, (e2e, decode) in zip(runs, totals, rates):
+        base, priced = none[(run.batch_size, run.cost.name)], run.priced
+        records.append(ProjectionRecord(
+            method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
+            dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=n,
+            mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
+            speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
+            tokens_per_forward=total.num_output_tokens / (priced.num_decode_row_steps + n),  # prefill's forward too
+            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
+            drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
+            outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
+            started_from=started_from, draft_cost=run.method.draft_cost.source,
+            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
+            tokens_per_s=e2e, host_s=run.cost.host_s, synchronous=run.method.synchronous, **workload.record_fields(),
+        ))
+    return mark_best_k(records)
 
 
 def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
@@ -90,35 +113,6 @@ def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int
             sim = shared[cost.max_batched_tokens]
         runs.append(_Run(method, k, batch_size, cost, price(sim.log, paid, method.draft_cost), sim))
     return runs
-
-
-def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
-             workload: Workload = Workload()) -> list[ProjectionRecord]:
-    totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
-    n = len(requests)  # each request's first token is its prefill's
-    rates = [(t.num_output_tokens / (run.priced.seconds or math.inf),
-              (t.num_output_tokens - n) / (run.priced.decode_seconds or math.inf)) for run, t in zip(runs, totals)]
-    none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
-    expected = [expected_output(req) for req in requests]
-    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
-                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
-    records = []
-    for run, total, (e2e, decode) in zip(runs, totals, rates):
-        base, priced = none[(run.batch_size, run.cost.name)], run.priced  # project() always replays none
-        records.append(ProjectionRecord(
-            method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
-            dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
-            mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
-            speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
-            tokens_per_forward=total.num_output_tokens / (priced.num_decode_row_steps + n),  # prefill's forward too
-            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
-            drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
-            outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
-            started_from=started_from, draft_cost=run.method.draft_cost.source,
-            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
-            tokens_per_s=e2e, host_s=run.cost.host_s, synchronous=run.method.synchronous, **workload.record_fields(),
-        ))
-    return mark_best_k(records)
 
 
 def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:

@@ -1,6 +1,6 @@
-"""The workload a bench measures (greedy, or S samples per prompt at T over E epochs, new
-seeds each epoch) and its reference outputs: generated once by the real engine without
-speculation, `lookahead` tokens past max_tokens with EOS ignored, cached under the project home."""
+"""The workload a bench measures (greedy, or S samples per prompt at T over E epochs, new seeds
+each epoch) and its reference outputs: generated once by the real engine without speculation,
+`lookahead` tokens past max_tokens with EOS ignored, cached under the project home."""
 
 from __future__ import annotations
 

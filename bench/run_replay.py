@@ -1,8 +1,7 @@
-"""The run replayed (`specdec bench --engine replay --run-shards ...`): the same requests as
-sequential shards, as one stream, as one queue, and the fluid bound. A request is its target
-forwards and its rows' share of their time; on a linear step model a run costs `steps x
-per-step terms` plus those shares whatever the schedule, so an event simulation of
-continuous batching (FIFO, up to `rows` running) counts the steps. Prefill is not chunked."""
+"""The run replayed (`specdec bench --engine replay --run-shards ...`): the same requests as sequential
+shards, one stream, one queue, and the fluid bound. A request is its target forwards and its rows' share
+of their time; on a linear step model a run costs `steps x per-step terms` plus those shares whatever the
+schedule, so an event simulation of continuous batching (FIFO, up to `rows` running) counts the steps."""
 
 from __future__ import annotations
 
@@ -41,9 +40,8 @@ def job(cost: CostModel, prompt_len: int, output_len: int, forwards: int, drafte
 
 def run_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, release: Sequence[float] | None = None,
                 start: float = 0.0) -> float:
-    """When the last of `jobs` finishes: FIFO, at most `rows` running, job i joining once
-    `release[i]` has passed (all at `start` by default); every step costs `step_s` plus a
-    forward's share of each running job."""
+    """When the last of `jobs` finishes: FIFO, at most `rows` running, job i joining once `release[i]` has
+    passed (all at `start` by default); a step costs `step_s` plus a forward's share of each running job."""
     if rows < 1:
         raise ValueError(f"rows must be at least 1, not {rows}")
     release = release or [start] * len(jobs)
