@@ -102,3 +102,13 @@ def test_bench_command_takes_the_host_term(tmp_path, monkeypatch, capfd):
     assert "host term of 250.000 ms per step" in capfd.readouterr().out
     rows = json.loads(out.read_text())
     assert {(r["method"], r["host_s"], r["synchronous"]) for r in rows} == {("none", 0.25, False), ("oracle", 0.25, True)}
+
+
+def test_the_run_mode_adds_it_to_a_synchronous_methods_step():
+    from bench.run_replay import replayed_jobs
+
+    requests = synthetic_requests(4, 0, max_tokens=20)
+    for method in methods("none"):
+        _, with_host = replayed_jobs(requests, method, 2, 2, gpu(0.003), 4096)
+        _, without = replayed_jobs(requests, method, 2, 2, gpu(0.0), 4096)
+        assert with_host - without == pytest.approx(0.003 if method.synchronous else 0.0, abs=1e-4)
