@@ -1,3 +1,1 @@
-"""The bench: `specdec bench` and `specdec bench-run`, joined to the `specdec` command
-through the entry-point group `specdec.commands` (bench/commands.py). It builds on the core
-(specdec/); the core never imports it."""
+"""The bench: `specdec bench` and `specdec bench-run` (bench/commands.py); the core never imports it."""

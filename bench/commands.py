@@ -1,6 +1,6 @@
 """The bench's commands, joined to the core's CLI through the entry-point group `specdec.commands`:
 `specdec bench` (methods side by side, bench/compare.py) and `specdec bench-run` (a run of many
-shards through the real engine, stream against sequential shards, bench/run_engine.py). Both run
+shards through the real engine, stream against sequential shards, bench/throughput.py). Both run
 in the console as `specdec generate` does: library logs and engine processes' output go to a log
 file, the bench's own lines (what it prints) to the terminal; `--verbose` redirects nothing."""
 
@@ -10,7 +10,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from bench import compare, run_engine
+from bench import compare, throughput
 from specdec.console import console
 from specdec.models import specdec_home
 
@@ -19,7 +19,7 @@ COMMANDS = ("bench", "bench-run")
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     compare.add_parser(sub)
-    run_engine.add_parser(sub)
+    throughput.add_run_parser(sub)
     for name in COMMANDS:
         sub.choices[name].add_argument("--log", default=None, help="file for the engine's and libraries' logs "
                                        f"(default: beside --json as .log, else logs/{name}.log in the specdec home)")
@@ -39,4 +39,4 @@ def main(args: argparse.Namespace) -> int:
         if term.log_path is not None:
             term.line(f"specdec {args.command}: engine logs go to {term.log_path} (--verbose shows them here)")
         with contextlib.redirect_stdout(term.out):
-            return compare.run(args) if args.command == "bench" else run_engine.run(args)
+            return compare.run(args) if args.command == "bench" else throughput.run_bench_run(args)

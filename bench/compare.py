@@ -16,6 +16,7 @@ from bench.reference import Workload
 from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import ConfigError, EngineConfig
 from specdec.engine_cache import engine_configs
+from specdec.models import resolve_model
 from specdec.params import GenerationParams
 from specdec.prompts import reject_greedy_samples, tokenize_rows
 
@@ -31,28 +32,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", action="append", default=None,
                    help=f"prompt Parquet file or folder, or a built-in set ({', '.join((*BUILTIN, REPLIES))}); repeatable")
     p.add_argument("--methods", default=None, help="comma list (default: all available)")
-    p.add_argument("--batch-sizes", default="1,16", type=_ints,
-                   help="vllm engine: requests run in groups of this size, each group to its end; replay: up "
-                        "to this many at once, the next joining as one finishes")
+    p.add_argument("--batch-sizes", default="1,16", type=parse_ks, help="vllm engine: groups of this size, each run to "
+                   "its end; replay: up to this many at once, the next joining as one finishes")
     p.add_argument("--k", default="4", help="K bounds to sweep, e.g. 1,3,5,7 or 1-8")
-    p.add_argument("--cost", action="append", default=None,
-                   help="replay: price batched steps with this step-time model: "
-                        f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: "
-                        f"{cost_models.H100_LLAMA3_8B})")
+    p.add_argument("--cost", action="append", default=None, help="replay: price steps with this step-time model: "
+                   f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: {cost_models.H100_LLAMA3_8B})")
+    p.add_argument("--host-s", type=float, default=None, help="replay: seconds per step that synchronous methods (all "
+                   "but none) pay and none's async scheduling overlaps, on GPU cost models (default: the model's, "
+                   f"{cost_models.h100_llama3_8b().host_s * 1e3:.3f} ms for {cost_models.H100_LLAMA3_8B}; 0: off)"),
     p.add_argument("--rounds", type=int, default=3, help="vllm engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
-    p.add_argument("--min-prompts", type=int, default=16,
-                   help="vllm engine: prompts measured per batch size (at least one full batch)")
-    p.add_argument("--epochs", type=int, default=1,
-                   help="run the workload this many times (epoch e > 1: new samples of the same prompts), every "
-                        "method's drafter state kept from one epoch to the next; only the last epoch is measured")
-    p.add_argument("--run-shards", default=None, type=_ints,
-                   help="replay: the run mode: the requests as sequential shards of these sizes, as one stream "
-                        f"and the fluid bound (input {REPLIES}: ShareGPT reply lengths, no drafting)")
-    p.add_argument("--run-rows", default="256,1024", type=_ints, help="run mode: requests running at once")
-    p.add_argument("--shard-io-s", type=float, default=0.0,
-                   help="run mode: seconds per shard outside the engine (read, tokenize, stage); the sequential "
-                        "worker waits for them, the stream reads ahead")
+    p.add_argument("--min-prompts", type=int, default=16, help="vllm engine: prompts measured per batch size")
+    p.add_argument("--epochs", type=int, default=1, help="run the workload this many times (new samples of the same "
+                   "prompts), drafter states kept from one epoch to the next; only the last is measured")
+    p.add_argument("--run-shards", default=None, type=parse_ks, help="replay: the run mode: the requests as sequential "
+                   f"shards of these sizes, one stream and the fluid bound (input {REPLIES}: no drafting)")
+    p.add_argument("--run-rows", default="256,1024", type=parse_ks, help="run mode: requests running at once")
+    p.add_argument("--shard-io-s", type=float, default=0.0, help="run mode: seconds per shard outside the engine "
+                   "(read, tokenize, stage): the sequential worker waits for them, the stream reads ahead")
     p.add_argument("--json", default=None, help="write the records here (specdec store-bench adds them to DuckDB)")
     p.add_argument("--plots", default=None, help="folder for PNG plots")
     add_model_options(p, GenerationParams, exclude=NOT_BENCH_OPTIONS)
@@ -69,7 +66,18 @@ def run(args: argparse.Namespace) -> int:
     records: list = []
     for source in args.input or ["humaneval"]:
         if source == REPLIES:
-            records += _replies_run(params, engine_cfg, ks, args)
+            from bench.datasets import sharegpt_reply_lengths
+            from bench.run_replay import length_jobs, render_run_table, run_records
+
+            if not args.run_shards:
+                raise ConfigError(f"--input {REPLIES} is for the run mode (--run-shards)")
+            lengths = sharegpt_reply_lengths(_tokenizer(params), args.limit or 4000, params.prompt_format)
+            for cost in _costs(args, engine_cfg, ks):
+                jobs, step_s = length_jobs(lengths, cost)
+                replies = [r for rows in args.run_rows for r in run_records(
+                    jobs, cost, step_s, rows, args.run_shards, args.shard_io_s, method="none", dataset=REPLIES)]
+                print(render_run_table(replies))
+                records += replies
             continue
         rows, dataset = load_rows(source, args.limit)
         requests, tokenizer, workload = _tokenize(rows, params, engine_cfg, dataset, args.epochs)
@@ -81,12 +89,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
-
-
 def parse_ks(text: str) -> list[int]:
-    """`1,3,5` or `1-8` (or both, e.g. `1-4,8`)."""
+    """`1,3,5` or `1-8` (or both, e.g. `1-4,8`), sorted."""
     ks: list[int] = []
     for part in text.split(","):
         low, _, high = part.partition("-")
@@ -104,9 +108,7 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
                                        params.prompt_format)
     left_out = greedy_samples + left_out
     if left_out:
-        print(f"{dataset}: {len(left_out)} row(s) left out:")
-        for row in left_out[:10]:
-            print(f"  {row.reason}")
+        print(f"{dataset}: {len(left_out)} row(s) left out:\n" + "\n".join(f"  {row.reason}" for row in left_out[:10]))
     workload = Workload(params.temperature, params.samples, params.top_p, params.top_k, params.seed or 0,
                         row_samples, epochs)
     return requests, tokenizer, workload
@@ -115,14 +117,11 @@ def _tokenize(rows, params: GenerationParams, engine_cfg: EngineConfig, dataset:
 def _tokenizer(params: GenerationParams) -> Any:
     from transformers import AutoTokenizer
 
-    from specdec.models import resolve_model
-
     return AutoTokenizer.from_pretrained(resolve_model(params.model))
 
 
 def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig, params: GenerationParams) -> list:
     from bench.reference import reference
-    from specdec.models import resolve_model
 
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=64)
     return reference(requests, workload, cfg, resolve_model(params.model), tokenizer.eos_token_id)
@@ -130,8 +129,7 @@ def _reference(requests, tokenizer, workload: Workload, engine_cfg: EngineConfig
 
 def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: EngineConfig,
               params: GenerationParams, args) -> list:
-    """Priced replays of the reference outputs: every method's steps (bench/projection.py), or
-    with --run-shards whole runs of none and specdec at the largest K (bench/run_replay.py)."""
+    """Every method's priced steps (bench/projection.py), or with --run-shards whole runs (bench/run_replay.py)."""
     from bench.drafters import all_methods
     from bench.projection import project, render_projection_table
     from bench.run_replay import render_run_table, replayed_jobs, run_records
@@ -160,26 +158,9 @@ def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
 def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.CostModel]:
     asked = args.cost or [cost_models.H100_LLAMA3_8B]
     calibrated = cost_models.cpu_calibrated(engine_cfg, max(ks)) if cost_models.CPU_CALIBRATED in asked else None
-    costs = [cost_models.resolve(c, calibrated) for c in asked]
+    costs = [cost_models.resolve(c, calibrated, args.host_s) for c in asked]
     print("\n".join(cost.describe() for cost in costs))
     return costs
-
-
-def _replies_run(params: GenerationParams, engine_cfg: EngineConfig, ks, args) -> list:
-    from bench.datasets import sharegpt_reply_lengths
-    from bench.run_replay import length_jobs, render_run_table, run_records
-
-    if not args.run_shards:
-        raise ConfigError(f"--input {REPLIES} is for the run mode (--run-shards)")
-    lengths = sharegpt_reply_lengths(_tokenizer(params), args.limit or 4000, params.prompt_format)
-    records = []
-    for cost in _costs(args, engine_cfg, ks):
-        jobs, step_s = length_jobs(lengths, cost)
-        for rows in args.run_rows:
-            records += run_records(jobs, cost, step_s, rows, args.run_shards, args.shard_io_s, method="none",
-                                   dataset=REPLIES)
-    print(render_run_table(records))
-    return records
 
 
 def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:

@@ -1,6 +1,6 @@
-"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens +
-per_kv_token*KV + per_draft_kv_token*draft KV + overhead`) and pricing a replay's step log:
-`h100-llama3-8b` (the published SpecDecode-Bench fit, arXiv 2601.11580), `cpu-calibrated`
+"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens + per_kv_token*KV +
+per_draft_kv_token*draft KV + overhead`, + `host_s` for synchronous methods on a GPU) and
+pricing a replay's step log: `h100-llama3-8b` (arXiv 2601.11580's fit), `cpu-calibrated`
 (this machine's calibration, prefill at its timed rate) or a JSON file of the coefficients.
 A priced step is its forward plus the drafter's time; a mixed step's decode part is priced
 as over its decoding rows alone."""
@@ -26,7 +26,12 @@ H100_LLAMA3_8B = "h100-llama3-8b"
 CPU_CALIBRATED = "cpu-calibrated"
 PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
 _JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
-_OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s", "per_prefill_token_s", "max_batched_tokens")
+_OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s", "per_prefill_token_s", "max_batched_tokens", "host_s")
+
+# Async scheduling's published gain at batch 1 for a custom proposer, +10 % at 4B and +5.5 % at
+# 9B, interpolated linearly in parameters to 8B (0.10 + 4/5 x (0.055 - 0.10) = 0.064): an
+# interpolation, not a measurement.
+H100_LLAMA3_8B_ASYNC_GAIN = 0.10 + (8 - 4) / (9 - 4) * (0.055 - 0.10)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,10 +42,15 @@ class CostModel:
     max_batched_tokens: int  # the scheduler's token budget per step (prefill is chunked to it)
     source: str
     per_prefill_token_s: float | None = None  # None: prefill tokens cost what any token does
+    host_s: float = 0.0  # per step, paid by synchronous methods only (0: no async scheduling, a CPU's case)
+
+    def run_by(self, synchronous: bool) -> "CostModel":
+        """The step as a method runs it: synchronous ones pay the host term every step, async ones overlap it."""
+        return dataclasses.replace(self, per_step_overhead_s=self.per_step_overhead_s + self.host_s * synchronous,
+                                   host_s=0.0)
 
     def prefill_correction(self, num_prefill_rows: Any, num_prefill_tokens: Any) -> Any:
-        """What pricing prefill at its own rate changes in `seconds` (a prefilling row's last
-        token is priced as a decode row's)."""
+        """What pricing prefill at its own rate changes (a prefilling row's last token is a decode row's)."""
         if self.per_prefill_token_s is None:
             return 0.0
         return (self.per_prefill_token_s - self.step.per_token_s) * (num_prefill_tokens - num_prefill_rows)
@@ -50,15 +60,18 @@ class CostModel:
 
     def describe(self) -> str:
         terms = {**dataclasses.asdict(self.step), "per_step_overhead_s": self.per_step_overhead_s,
-                 "per_prefill_token_s": self.per_prefill_token_s}
+                 "per_prefill_token_s": self.per_prefill_token_s, "host_s (synchronous methods)": self.host_s or None}
         return f"{self.name}: " + ", ".join(f"{k} {v:.4g}" for k, v in terms.items() if v is not None) + f" ({self.source})"
 
 
 def h100_llama3_8b() -> CostModel:
-    return CostModel(H100_LLAMA3_8B, StepCost(fixed_s=5.886e-3, per_seq_s=0.0, per_token_s=2.101e-5,
-                                              per_kv_token_s=3.926e-8),
-                     per_step_overhead_s=1.207e-3, max_batched_tokens=H100_MAX_BATCHED_TOKENS,
-                     source="SpecDecode-Bench simulator fit, Llama-3.1-8B on one H100 (arXiv 2601.11580)")
+    """The fit; its host term: a synchronous step is (1 + g) x the async one, so the term is g x
+    the batch-1 step at a 1k-token context (0.064 x 7.154 ms = 0.458 ms)."""
+    fit = CostModel(H100_LLAMA3_8B, StepCost(fixed_s=5.886e-3, per_seq_s=0.0, per_token_s=2.101e-5,
+                                             per_kv_token_s=3.926e-8),
+                    per_step_overhead_s=1.207e-3, max_batched_tokens=H100_MAX_BATCHED_TOKENS,
+                    source="SpecDecode-Bench simulator fit, Llama-3.1-8B on one H100 (arXiv 2601.11580)")
+    return dataclasses.replace(fit, host_s=H100_LLAMA3_8B_ASYNC_GAIN * fit.seconds(1, 1, 1024))
 
 
 def from_samples(name: str, samples: list[StepSample], prefills: list[PrefillSample], source: str) -> CostModel:
@@ -84,26 +97,27 @@ def from_json(path: Path) -> CostModel:
                     given.get("per_draft_kv_token_s", 0.0))
     return CostModel(path.stem, step, given["per_step_overhead_s"],
                      int(given.get("max_batched_tokens", GPU_MAX_BATCHED_TOKENS)), f"file {path.name}",
-                     given.get("per_prefill_token_s"))
+                     given.get("per_prefill_token_s"), given.get("host_s", 0.0))
 
 
-def resolve(name_or_path: str, calibrated: CostModel | None = None) -> CostModel:
-    """A preset by name, or a JSON file; `calibrated`: this machine's fit, for cpu-calibrated."""
-    if name_or_path == H100_LLAMA3_8B:
-        return h100_llama3_8b()
+def resolve(name_or_path: str, calibrated: CostModel | None = None, host_s: float | None = None) -> CostModel:
+    """A preset or a JSON file; `calibrated`: this machine's fit (no host term: a CPU build runs no
+    async scheduling); `host_s` replaces a GPU model's host term."""
     if name_or_path == CPU_CALIBRATED:
         if calibrated is None:
             raise ConfigError("cpu-calibrated: no calibration of this machine was given")
         return calibrated
+    if host_s is not None and host_s < 0:
+        raise ConfigError(f"the host term must be >= 0 seconds, not {host_s}")
     path = Path(name_or_path)
-    if path.suffix == ".json":
-        return from_json(path)
+    if name_or_path == H100_LLAMA3_8B or path.suffix == ".json":
+        cost = h100_llama3_8b() if name_or_path == H100_LLAMA3_8B else from_json(path)
+        return cost if host_s is None else dataclasses.replace(cost, host_s=host_s)
     raise ConfigError(f"unknown cost model {name_or_path!r}: choose {', '.join(PRESETS)} or a .json file")
 
 
 def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
-    """This machine's fit from a specdec engine's cached start-up calibration (an engine is
-    started to measure it when there is none yet)."""
+    """This machine's fit from a specdec engine's cached start-up calibration (measured if none)."""
     from specdec.engines import calibration, cpu_threads
     from specdec.models import resolve_model
 
@@ -112,8 +126,7 @@ def cpu_calibrated(engine: EngineConfig, k_max: int) -> CostModel:
     if not path.exists():
         from specdec.engines.vllm_engine import VllmEngine
 
-        print(f"cpu-calibrated: no calibration of this machine yet; starting an engine to measure it ({path})",
-              flush=True)
+        print(f"cpu-calibrated: no calibration of this machine yet; an engine starts to measure it ({path})", flush=True)
         VllmEngine(engine, SpecConfig(method="specdec", k_max=k_max)).close()
     samples, prefills = calibration.read_calibration(path)
     return from_samples(CPU_CALIBRATED, samples, prefills,
@@ -146,18 +159,6 @@ class Priced:
     mean_running: float  # requests running per step (vLLM's "Running: N reqs")
     mean_drafted_per_row_step: float  # draft tokens verified per decoding row per step
     num_decode_row_steps: int  # forwards of decoding rows (each request's prefill adds one more)
-
-    def tokens_per_s(self, num_output_tokens: int) -> float:
-        return num_output_tokens / self.seconds if self.seconds > 0 else 0.0
-
-    def tokens_per_forward(self, num_output_tokens: int, num_requests: int) -> float:
-        """Output tokens per target forward, prefill included (none past the stop point)."""
-        forwards = self.num_decode_row_steps + num_requests
-        return num_output_tokens / forwards if forwards else 0.0
-
-    def decode_tokens_per_s(self, num_output_tokens: int, num_requests: int) -> float:
-        decode_tokens = num_output_tokens - num_requests  # the first token of each is prefill's
-        return decode_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
 
 def price(log: dict[str, np.ndarray], cost: CostModel, draft: DraftCost) -> Priced:

@@ -16,12 +16,14 @@ def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 15
     answer included), as chat `messages`; the model then writes the second answer (later turns
     often quote earlier ones: drafting from the request's own text pays). Conversations whose
     history exceeds `max_prompt_chars` are skipped."""
-    return sharegpt_history_rows("sharegpt-mt", lambda item: _multiturn_history(item, max_prompt_chars), limit)
+    def history(item: object) -> list[dict[str, str]] | None:
+        turns = _chat_turns(item)[:3]
+        return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_prompt_chars else None
+
+    return sharegpt_history_rows("sharegpt-mt", history, limit)
 
 
-def sharegpt_long_rows(
-    limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500
-) -> list[dict[str, str]]:
+def sharegpt_long_rows(limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500) -> list[dict[str, str]]:
     """Long-context ShareGPT prompts: each conversation's history up to its last user turn
     that keeps the history within `max_chars`, kept if it reaches `min_chars`; the model then
     writes the next answer. At SmolLM2's about 4.1 characters per token on these histories
@@ -29,21 +31,12 @@ def sharegpt_long_rows(
     return sharegpt_history_rows("sharegpt-long", lambda item: _long_history(item, min_chars, max_chars), limit)
 
 
-def _multiturn_history(item: object, max_chars: int) -> list[dict[str, str]] | None:
-    turns = _chat_turns(item)[:3]
-    return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_chars else None
-
-
 def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str, str]] | None:
     turns = _chat_turns(item)
-    totals = accumulate(len(m["content"]) for m in turns)
     # Totals only grow, so the last user turn that fits gives the longest history.
-    ends = [i + 1 for i, total in enumerate(totals)
+    ends = [i + 1 for i, total in enumerate(accumulate(len(m["content"]) for m in turns))
             if turns[i]["role"] == "user" and min_chars <= total <= max_chars]
     return turns[: ends[-1]] if ends else None
-
-
-_CHAT_ROLES = {"human": "user", "gpt": "assistant"}
 
 
 def _chat_turns(item: object) -> list[dict[str, str]]:
@@ -56,7 +49,7 @@ def _chat_turns(item: object) -> list[dict[str, str]]:
         text = turn["value"].strip()
         if turn["from"] != ("human" if i % 2 == 0 else "gpt") or not text:
             break
-        messages.append({"role": _CHAT_ROLES[turn["from"]], "content": text})
+        messages.append({"role": "user" if turn["from"] == "human" else "assistant", "content": text})
     return messages
 
 
@@ -72,15 +65,11 @@ BUILTIN = tuple(BUILTIN_LOADERS)
 
 def load_rows(name_or_path: str, limit: int | None) -> tuple[list[PromptRow], str]:
     """(rows, dataset name) for a built-in set or a Parquet file / folder of shards."""
-    loader = BUILTIN_LOADERS.get(name_or_path)
-    if loader is None:
-        return _rows_from_files(Path(name_or_path), limit), Path(name_or_path).stem
-    items = loader(limit)
-    messages = [json.loads(r["messages"]) if r.get("messages") else None for r in items]
-    return [PromptRow(i, r["id"], r["prompt"], m, None) for i, (r, m) in enumerate(zip(items, messages))], name_or_path
-
-
-def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
+    if name_or_path in BUILTIN_LOADERS:
+        items = BUILTIN_LOADERS[name_or_path](limit)
+        messages = [json.loads(r["messages"]) if r.get("messages") else None for r in items]
+        return [PromptRow(i, r["id"], r["prompt"], m, None) for i, (r, m) in enumerate(zip(items, messages))], name_or_path
+    path = Path(name_or_path)
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: no .parquet files")
@@ -93,7 +82,7 @@ def _rows_from_files(path: Path, limit: int | None) -> list[PromptRow]:
         rows.extend(valid)
         if limit is not None and len(rows) >= limit:
             break
-    return rows[:limit] if limit is not None else rows
+    return (rows[:limit] if limit is not None else rows), path.stem
 
 
 def sharegpt_reply_lengths(tokenizer: Any, limit: int | None, prompt_format: str = "chat") -> list[tuple[int, int]]:

@@ -55,8 +55,9 @@ class NullProposer:
 
 
 class OracleProposer(NullProposer):
-    def __init__(self, sequences: dict[str, np.ndarray]) -> None:
-        self.sequences = sequences  # request id -> prompt + reference tokens
+    def __init__(self, requests: Sequence[ReplayRequest]) -> None:
+        self.sequences = {r.id: np.concatenate([np.asarray(r.prompt_token_ids, dtype=np.int64),  # prompt + reference
+                                                np.asarray(r.reference_tokens, dtype=np.int64)]) for r in requests}
 
     def propose(self, req_id: str, tokens: np.ndarray, k: int) -> np.ndarray:
         n = int(tokens.shape[0])
@@ -89,6 +90,9 @@ class Method:
     draft_cost: DraftCost
     budget: bool = False  # projected with the batch budget sizing drafts, learning the step cost
     tuned_k: bool = True  # projected at every K and shown at its best (else at the largest K)
+    # vLLM on a GPU schedules this method's steps synchronously (a host-side drafter: custom_class,
+    # ngram, suffix; the oracle as their ceiling), paying the cost model's host term; `none` is async.
+    synchronous: bool = True
 
 
 def fixed_k(method: str, proposer: Callable[[], Proposer], **spec: int) -> Callable[[int, Sequence[ReplayRequest]], Drafter]:
@@ -96,15 +100,13 @@ def fixed_k(method: str, proposer: Callable[[], Proposer], **spec: int) -> Calla
 
 
 def oracle(k: int, requests: Sequence[ReplayRequest]) -> Drafter:
-    sequences = {r.id: np.concatenate([np.asarray(r.prompt_token_ids, dtype=np.int64),
-                                       np.asarray(r.reference_tokens, dtype=np.int64)]) for r in requests}
-    return FixedK(SpecConfig(method="ngram", k_max=k), OracleProposer(sequences))  # any speculative method
+    return FixedK(SpecConfig(method="ngram", k_max=k), OracleProposer(requests))  # any speculative method
 
 
 def all_methods() -> dict[str, Method]:
     ours = lambda k, _: specdec_drafter(SpecConfig(method="specdec", k_max=k))  # noqa: E731
     methods = [
-        Method("none", fixed_k("none", NullProposer), DraftCost(), tuned_k=False),
+        Method("none", fixed_k("none", NullProposer), DraftCost(), tuned_k=False, synchronous=False),
         Method("ngram", fixed_k("ngram", lambda: VllmNgramProposer(5, 5), ngram_min=5, ngram_max=5), NGRAM_DRAFT),
         Method("ngram[2..5]", fixed_k("ngram", lambda: VllmNgramProposer(2, 5), ngram_min=2), NGRAM_DRAFT),
         Method("specdec", ours, OUR_DRAFT, budget=True, tuned_k=False),

@@ -1,6 +1,5 @@
-"""How the bench drives a started `VllmEngine` (or a double): its fixed-batch loop over the
-product's one stream (specdec.streaming), and resets sent through the engine's `llm` that
-the product's engine carries no method for."""
+"""How the bench drives a started `VllmEngine` (or a double): its fixed-batch loop over the product's
+one stream (specdec.streaming), and resets through the engine's `llm` that the engine has no method for."""
 
 from __future__ import annotations
 
@@ -15,11 +14,10 @@ from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 def run_batches(engine: Any, requests: Sequence[GenerationRequest], sampling: SamplingOptions,
                 batch_size: int | None = None, *, show_progress: bool = False,
                 stats: ShardStats | None = None) -> list[GenerationResult]:
-    """Generate `requests` on `engine`, results in request order: all as one group (continuous
-    batching), or groups of `batch_size`, each run to its end (a benchmark at a fixed batch
-    size). Each group is one shard of a sequential stream: a request without a seed of its own
-    gets `sampling.seed` + its index in its group. `stats` gains each group's statistics,
-    drafts by source included. Raises what failed a group."""
+    """`requests` on `engine`, results in request order: as one group, or groups of `batch_size`
+    each run to its end, each a shard of a sequential stream (an unseeded request gets
+    `sampling.seed` + its index in its group). `stats` gains each group's statistics; raises
+    what failed a group."""
     from tqdm import tqdm
 
     size = batch_size or len(requests) or 1

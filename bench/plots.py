@@ -12,6 +12,28 @@ from pathlib import Path
 from typing import Any
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MethodRecord:
+    """What a record of one method at one batch size carries (store-bench and the plots read it)."""
+
+    method: str
+    engine: str  # vllm, or projected:<cost model>
+    dataset: str
+    batch_size: int
+    k_max: int  # 0 for none
+    num_requests: int
+    tokens_per_forward: float
+    acceptance_rate: float
+    outputs_identical_to_none: bool | None
+    started_from: str
+    accepted_per_pos: list[int]
+    num_output_tokens: int
+    tokens_per_s: float  # end to end
+    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
+    samples: int = 1
+    epoch: int = 1
+
+
 Column = tuple[str, str]  # (title, its cells' format spec, e.g. ">10.1f")
 
 
@@ -62,10 +84,11 @@ def write_plots(records: list[dict[str, Any]], folder: Path) -> list[Path]:
 
 
 def _panels(records: list[dict[str, Any]], costs: list[str | None], y_key: str, y_label: str, path: Path) -> Path:
-    """`y_key` against batch size: one panel per cost model (None: the real engine), one line
-    per dataset and method (a projection's at its best K for each batch size)."""
+    """`y_key` against batch size: one panel per cost model (None: the real engine), one line per
+    dataset (its line style and marker) and method (its colour; a projection's at its best K)."""
     import matplotlib.pyplot as plt
 
+    methods, datasets = sorted({r["method"] for r in records}), sorted({r["dataset"] for r in records})
     fig, axes = plt.subplots(1, len(costs), figsize=(6.5 * len(costs), 4.8), squeeze=False)
     for ax, cost in zip(axes[0], costs):
         series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
@@ -75,7 +98,9 @@ def _panels(records: list[dict[str, Any]], costs: list[str | None], y_key: str, 
         for (dataset, method), points in sorted(series.items()):
             points.sort()
             ax.plot([p[0] for p in points], [p[1] for p in points], label=f"{dataset} {method}",
-                    linewidth=2.6 if method == "specdec" else 1.2, **_style(records, dataset, method))
+                    linewidth=2.6 if method == "specdec" else 1.2, color=f"C{methods.index(method) % 10}",
+                    linestyle=("-", "--", ":", "-.")[datasets.index(dataset) % 4],
+                    marker=("o", "s", "^", "D")[datasets.index(dataset) % 4])
         if cost is not None:
             ax.axhline(1.0, color="grey", linewidth=0.8)
             ax.set_yscale("log", base=2)  # the oracle's ceiling stays on the page without flattening the rest
@@ -92,17 +117,8 @@ def workload_label(records: list[dict[str, Any]]) -> str:
     return "" if parts == ["greedy"] else ", " + "; ".join(parts)
 
 
-def _style(records: list[dict[str, Any]], dataset: str, method: str) -> dict[str, Any]:
-    """One colour per method, one line style and marker per dataset: readable with many lines."""
-    methods = sorted({r["method"] for r in records})
-    d = sorted({r["dataset"] for r in records}).index(dataset)
-    return {"color": f"C{methods.index(method) % 10}", "linestyle": ("-", "--", ":", "-.")[d % 4],
-            "marker": ("o", "s", "^", "D")[d % 4]}
-
-
 def _run_times(records: list[dict[str, Any]], path: Path) -> Path:
-    """Run time against shard size, sequential (dashed) and streamed (solid): one panel per
-    rows-at-once, one colour per dataset and method, the fluid bound dotted."""
+    """Run time against shard size, sequential (dashed), streamed (solid) and the fluid bound (dotted)."""
     import matplotlib.pyplot as plt
 
     panels = sorted({r["rows"] for r in records})

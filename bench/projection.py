@@ -1,16 +1,16 @@
-"""`specdec bench --engine replay`: every method replayed in batches on the reference outputs,
-every step priced by a step-time model: projected tokens/s, not a measurement. Fixed-K methods
-run at every K (tables show the best); specdec at the largest K, its budget learning the step
-cost from the simulated times. Warm-up epochs run first, unpriced, the drafters keeping state."""
+"""`specdec bench --engine replay`: every method replayed in batches on the reference outputs, each step
+priced by a step-time model. Fixed-K methods run at every K (tables show the best), specdec at the largest,
+its budget learning the step cost from the simulated times; warm-up epochs first, unpriced, states kept."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 from bench.cost_models import CostModel, Priced, price
 from bench.drafters import Method, all_methods
-from bench.plots import grouped, table
+from bench.plots import MethodRecord, grouped, table
 from bench.reference import Workload
 from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
 from specdec.stats import ShardStats
@@ -21,33 +21,19 @@ METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")
 
 
 @dataclasses.dataclass(frozen=True)
-class ProjectionRecord:
-    method: str
-    engine: str  # projected:<cost model>
+class ProjectionRecord(MethodRecord):
     cost_model: str
-    dataset: str
-    batch_size: int
-    k_max: int  # 0 for none
-    num_requests: int
     mean_running: float  # requests running per step
     projected_tokens_per_s: float  # end to end: prefill, decode and drafting
     projected_decode_tokens_per_s: float  # decode steps (their share of mixed steps) and drafting
     speedup_vs_none: float  # end to end, against none at the same batch size and cost model
     decode_speedup_vs_none: float
-    tokens_per_forward: float
-    acceptance_rate: float
     mean_drafted_tokens_per_step: float  # draft tokens verified per running request per step
     drafting_share: float  # the drafter's share of the projected time
     best_k: bool  # the fastest K of this method, dataset, batch size and cost model
-    outputs_identical_to_none: bool
-    started_from: str
     draft_cost: str  # how the drafter's time was counted
-    accepted_per_pos: list[int]
-    num_output_tokens: int
-    tokens_per_s: float  # = projected_tokens_per_s, the column plots and store-bench read
-    temperature: float = 0.0  # the workload (bench.reference.Workload); the epoch measured
-    samples: int = 1
-    epoch: int = 1
+    host_s: float = 0.0  # the cost model's host term per step, paid by synchronous methods
+    synchronous: bool = True  # vLLM would schedule this method synchronously on a GPU
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +50,7 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
             batch_sizes: Sequence[int], costs: Sequence[CostModel], max_model_len: int,
             progress: Callable[[str], None] = lambda _: None, warmup_epochs: Sequence[Sequence[ReplayRequest]] = (),
             workload: Workload = Workload()) -> list[ProjectionRecord]:
-    """Records for every method, K, batch size (at most the requests) and cost model; `none`
-    always runs (the speed-ups are against it)."""
+    """Records for every method, K, batch size (at most the requests) and cost model; `none` always runs."""
     if all(m.name != "none" for m in methods):
         methods = [all_methods()["none"], *methods]
     runs: list[_Run] = []
@@ -77,7 +62,31 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
             for k in [0] if method.name == "none" else list(ks) if method.tuned_k else [max(ks)]:
                 runs += simulate_and_price(requests, method, k, batch_size, costs, max_model_len, warmup_epochs)
                 progress(f"{dataset} batch {batch_size} {method.name} K={k}: done")
-    return _records(runs, dataset, requests, workload)
+    totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
+    n = len(requests)  # each request's first token is its prefill's
+    rates = [(t.num_output_tokens / (run.priced.seconds or math.inf),
+              (t.num_output_tokens - n) / (run.priced.decode_seconds or math.inf)) for run, t in zip(runs, totals)]
+    none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
+    expected = [expected_output(req) for req in requests]
+    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
+                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
+    records = []
+    for run, total, (e2e, decode) in zip(runs, totals, rates):
+        base, priced = none[(run.batch_size, run.cost.name)], run.priced
+        records.append(ProjectionRecord(
+            method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
+            dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=n,
+            mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
+            speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
+            tokens_per_forward=total.num_output_tokens / (priced.num_decode_row_steps + n),  # prefill's forward too
+            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
+            drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
+            outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
+            started_from=started_from, draft_cost=run.method.draft_cost.source,
+            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
+            tokens_per_s=e2e, host_s=run.cost.host_s, synchronous=run.method.synchronous, **workload.record_fields(),
+        ))
+    return mark_best_k(records)
 
 
 def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
@@ -95,53 +104,21 @@ def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int
         return simulate(requests, drafter, batch_size, max_batched_tokens, learner)
 
     for cost in costs:
+        paid = cost.run_by(method.synchronous)  # the budget learns the host term with the step it is in
         if method.budget:
-            sim = run(SimulatedStepTimer(cost, k, batch_size, max_model_len), cost.max_batched_tokens)
+            sim = run(SimulatedStepTimer(paid, k, batch_size, max_model_len), cost.max_batched_tokens)
         else:
             if cost.max_batched_tokens not in shared:
                 shared[cost.max_batched_tokens] = run(None, cost.max_batched_tokens)
             sim = shared[cost.max_batched_tokens]
-        runs.append(_Run(method, k, batch_size, cost, price(sim.log, cost, method.draft_cost), sim))
+        runs.append(_Run(method, k, batch_size, cost, price(sim.log, paid, method.draft_cost), sim))
     return runs
 
 
-def _records(runs: list[_Run], dataset: str, requests: Sequence[ReplayRequest],
-             workload: Workload = Workload()) -> list[ProjectionRecord]:
-    totals = [ShardStats.aggregate(r.stats for r in run.simulation.results) for run in runs]
-    rates = [(run.priced.tokens_per_s(t.num_output_tokens), run.priced.decode_tokens_per_s(t.num_output_tokens,
-                                                                                           len(requests)))
-             for run, t in zip(runs, totals)]
-    none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
-    expected = [expected_output(req) for req in requests]
-    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
-                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
-    records = []
-    for run, total, (e2e, decode) in zip(runs, totals, rates):
-        base, priced = none[(run.batch_size, run.cost.name)], run.priced  # project() always replays none
-        records.append(ProjectionRecord(
-            method=run.method.name, engine=f"projected:{run.cost.name}", cost_model=run.cost.name,
-            dataset=dataset, batch_size=run.batch_size, k_max=run.k, num_requests=len(requests),
-            mean_running=priced.mean_running, projected_tokens_per_s=e2e, projected_decode_tokens_per_s=decode,
-            speedup_vs_none=e2e / base[0], decode_speedup_vs_none=decode / base[1],
-            tokens_per_forward=priced.tokens_per_forward(total.num_output_tokens, len(requests)),
-            acceptance_rate=total.acceptance_rate, mean_drafted_tokens_per_step=priced.mean_drafted_per_row_step,
-            drafting_share=priced.draft_seconds / priced.seconds if priced.seconds else 0.0, best_k=False,
-            outputs_identical_to_none=[res.output_token_ids for res in run.simulation.results] == expected,
-            started_from=started_from, draft_cost=run.method.draft_cost.source,
-            accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
-            tokens_per_s=e2e, **workload.record_fields(),
-        ))
-    return mark_best_k(records)
-
-
 def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
-    best: dict[tuple, ProjectionRecord] = {}
-    for r in records:
-        key = (r.method, r.dataset, r.batch_size, r.cost_model)
-        if key not in best or r.projected_tokens_per_s > best[key].projected_tokens_per_s:
-            best[key] = r
-    chosen = {id(r) for r in best.values()}
-    return [dataclasses.replace(r, best_k=id(r) in chosen) for r in records]
+    runs_of = grouped(records, lambda r: (r.method, r.dataset, r.batch_size, r.cost_model))
+    best = {id(max(runs, key=lambda r: r.projected_tokens_per_s)) for runs in runs_of}
+    return [dataclasses.replace(r, best_k=id(r) in best) for r in records]
 
 
 def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
@@ -152,25 +129,31 @@ def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
 
 
 def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
+    """A table per cost model and dataset; a method slower than `none` is marked BELOW."""
     columns = [("batch", ">5"), ("running", ">8.1f"), ("  method", "<21"), ("K", ">3"), ("tok/s", ">10.1f"),
                ("decode", ">10.1f"), ("x none", ">8.2f"), ("tok/fwd", ">8.2f"), ("accept", ">7.2f"), ("drafted", ">8.2f"),
                ("drafting", ">9.1%"), ("", "")]
     blocks = []
     for group in grouped(shown(records), lambda r: (r.cost_model, r.dataset)):
-        rows = [(r.batch_size, r.mean_running, "  " + r.method, None if r.method == "none" else r.k_max,
+        rows = [(r.batch_size, r.mean_running, "  " + method_label(r), None if r.method == "none" else r.k_max,
                  r.projected_tokens_per_s, r.projected_decode_tokens_per_s, r.speedup_vs_none, r.tokens_per_forward,
                  r.acceptance_rate, r.mean_drafted_tokens_per_step, r.drafting_share,
-                 "" if r.outputs_identical_to_none else "  OUTPUT DIFFERS") for r in group]
-        blocks.append("\n".join([f"projected on {group[0].cost_model}: {group[0].dataset}, {_requests(group[0])} "
+                 ("  BELOW none" if r.speedup_vs_none < 1 else "")
+                 + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")) for r in group]
+        r = group[0]
+        host = f"; synchronous methods pay a host term of {r.host_s * 1e3:.3f} ms per step that none (async) overlaps"
+        prompts = f"{r.num_requests} prompts" if r.temperature == 0 else (
+            f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
+        blocks.append("\n".join([f"projected on {r.cost_model}: {r.dataset}, {prompts}{f', epoch {r.epoch}' * (r.epoch > 1)} "
                                  f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
-                                 f"per running request per step)", *table(columns, rows), "", *standing(group)]))
+                                 f"per running request per step{host * (r.host_s > 0)})", *table(columns, rows), "",
+                                 *standing(group)]))
     return "\n\n".join(blocks)
 
 
-def _requests(r: ProjectionRecord) -> str:
-    text = f"{r.num_requests} prompts" if r.temperature == 0 else (
-        f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
-    return text + (f", epoch {r.epoch}" if r.epoch > 1 else "")
+def method_label(r: ProjectionRecord) -> str:
+    """`none (async)` where the cost model has a host term the synchronous methods pay."""
+    return f"{r.method} (async)" if r.host_s and not r.synchronous else r.method
 
 
 def standing(group: Sequence[ProjectionRecord]) -> list[str]:
@@ -184,7 +167,8 @@ def standing(group: Sequence[ProjectionRecord]) -> list[str]:
         best = max(baselines, key=lambda r: r.projected_tokens_per_s)
         oracle = at.get("oracle")
         ceiling = f", oracle {oracle.speedup_vs_none:.2f}x none" if oracle else ""
-        lines.append(f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x none, "
+        below = " (BELOW none)" if ours.speedup_vs_none < 1 else ""
+        lines.append(f"batch {batch:>4}: specdec {ours.speedup_vs_none:.2f}x {method_label(at['none'])}{below}, "
                      f"{ours.projected_tokens_per_s / best.projected_tokens_per_s:.2f}x the best baseline "
                      f"({best.method} K={best.k_max}, {best.speedup_vs_none:.2f}x none){ceiling}")
     return lines

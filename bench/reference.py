@@ -1,6 +1,6 @@
-"""The workload a bench measures (greedy, or S samples per prompt at T over E epochs, new
-seeds each epoch) and its reference outputs: generated once by the real engine without
-speculation, `lookahead` tokens past max_tokens with EOS ignored, cached under the project home."""
+"""The workload a bench measures (greedy, or S samples per prompt at T over E epochs, new seeds
+each epoch) and its reference outputs: generated once by the real engine without speculation,
+`lookahead` tokens past max_tokens with EOS ignored, cached under the project home."""
 
 from __future__ import annotations
 
@@ -101,8 +101,26 @@ def reference(requests: Sequence[GenerationRequest], workload: Workload, engine_
     epochs = [epoch_requests(requests, workload, e) for e in range(1, workload.epochs + 1)]
     paths = [reference_path(model_dir, reqs, lookahead, workload) for reqs in epochs]
     missing = {path: reqs for path, reqs in zip(paths, epochs) if not path.exists()}
-    if missing:
-        _generate_files(missing, engine_cfg, lookahead, workload.sampling, engine)
+    kind = "greedy" if not workload.sampled else f"sampled (temperature {workload.temperature})"
+    own = missing and engine is None
+    if own:
+        from specdec.engines.vllm_engine import VllmEngine
+
+        engine = VllmEngine(engine_cfg, SpecConfig(method="none"))
+    try:
+        for path, reqs in missing.items():
+            print(f"generating {kind} reference outputs for {len(reqs)} requests (cached at {path})", flush=True)
+            longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in reqs]
+            results = run_batches(engine, longer, dataclasses.replace(workload.sampling, ignore_eos=True),
+                                  show_progress=True)
+            table = pa.Table.from_pylist([{"id": r.id, "sample": r.sample, "output_token_ids": res.output_token_ids}
+                                          for r, res in zip(reqs, results, strict=True)], schema=_SCHEMA)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, path.with_name(path.name + ".tmp"))
+            path.with_name(path.name + ".tmp").replace(path)  # whole or not at all
+    finally:
+        if own:
+            engine.close()
     stop = frozenset({eos_token_id})
     out = []
     for epoch, (reqs, path) in enumerate(zip(epochs, paths), start=1):
@@ -110,26 +128,3 @@ def reference(requests: Sequence[GenerationRequest], workload: Workload, engine_
         out.append([ReplayRequest(replay_id(r.id, r.sample, epoch), r.prompt_token_ids, outputs[(r.id, r.sample)],
                                   r.max_tokens, stop) for r in reqs])
     return out
-
-
-def _generate_files(files: dict[Path, list[GenerationRequest]], engine_cfg: EngineConfig, lookahead: int,
-                    sampling: SamplingOptions, engine: Any = None) -> None:
-    kind = "greedy" if sampling.temperature == 0 else f"sampled (temperature {sampling.temperature})"
-    own = engine is None
-    if own:
-        from specdec.engines.vllm_engine import VllmEngine
-
-        engine = VllmEngine(engine_cfg, SpecConfig(method="none"))
-    try:
-        for path, requests in files.items():
-            print(f"generating {kind} reference outputs for {len(requests)} requests (cached at {path})", flush=True)
-            longer = [dataclasses.replace(r, max_tokens=r.max_tokens + lookahead) for r in requests]
-            results = run_batches(engine, longer, dataclasses.replace(sampling, ignore_eos=True), show_progress=True)
-            table = pa.Table.from_pylist([{"id": r.id, "sample": r.sample, "output_token_ids": res.output_token_ids}
-                                          for r, res in zip(requests, results, strict=True)], schema=_SCHEMA)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, path.with_name(path.name + ".tmp"))
-            path.with_name(path.name + ".tmp").replace(path)  # whole or not at all
-    finally:
-        if own:
-            engine.close()

@@ -1,11 +1,10 @@
-"""Replay: score a drafter on the target's known outputs (greedy, or one sample each) without
-the target, scheduled as vLLM schedules: up to `batch_size` running, the next joining as one
-finishes, each step's rows served from a token budget (a decoding row: its token and draft; a
-joining row: a prompt chunk). A forward accepts the draft's longest prefix equal to the
-reference (for a sampled reference as likely as rejection sampling accepts it), then the
-drafter is called for the rows that emitted. References run past max_tokens: vLLM verifies
-drafts past the stop point. The step log keeps each step's shape for a cost model to price;
-with a `learner` the budget learns its step cost from the simulated clean decode steps."""
+"""Replay: score a drafter on the target's known outputs (greedy, or one sample each), scheduled
+as vLLM schedules: up to `batch_size` running, the next joining as one finishes, each step's rows
+served from a token budget (a decoding row: its token and draft; a joining row: a prompt chunk).
+A forward accepts the draft's longest prefix equal to the reference (for a sampled reference as
+likely as rejection sampling accepts it); the drafter is then called for the rows that emitted.
+References run past max_tokens (vLLM verifies drafts past the stop point). The step log keeps
+each step's shape for a cost model; a `learner` learns the step cost from clean decode steps."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ import numpy as np
 from specdec.engines.calibration import STEPS, calibration_runs
 from specdec.config import SpecConfig
 from specdec.stats import RequestStats, request_stats
-from specdec.step_cost import StepCost, StepCostModel, StepSample, StepTimer
+from specdec.step_cost import StepCostModel, StepSample, StepTimer
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 UNBOUNDED = 1 << 30  # a token budget no step reaches
@@ -106,21 +105,17 @@ class Simulation:
     log: dict[str, np.ndarray]  # LOG_FIELDS -> one value per step
 
 
-class SimulatedStepTimer:
+class SimulatedStepTimer(StepTimer):
     """The budget's step timer fed simulated times: the start-up calibration, then clean decode steps."""
 
     def __init__(self, cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> None:
+        super().__init__()
         self.cost = cost
-        self.timer = StepTimer()
-        self.timer.load_calibration(simulated_calibration(cost, k_max, max_num_seqs, max_model_len))
-
-    @property
-    def model(self) -> StepCost | None:
-        return self.timer.model
+        self.load_calibration(simulated_calibration(cost, k_max, max_num_seqs, max_model_len))
 
     def observe(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int) -> None:
         seconds = self.cost.seconds(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens)
-        self.timer.add(StepSample(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens, seconds))
+        self.add(StepSample(num_seqs, num_tokens, num_kv_tokens, num_draft_kv_tokens, seconds))
 
 
 def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> list[StepSample]:

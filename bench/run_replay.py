@@ -1,8 +1,7 @@
-"""The run replayed (`specdec bench --engine replay --run-shards ...`): the same requests as
-sequential shards, as one stream, as one queue, and the fluid bound. A request is its target
-forwards and its rows' share of their time; on a linear step model a run costs `steps x
-per-step terms` plus those shares whatever the schedule, so an event simulation of
-continuous batching (FIFO, up to `rows` running) counts the steps. Prefill is not chunked."""
+"""The run replayed (`specdec bench --engine replay --run-shards ...`): the same requests as sequential
+shards, one stream, one queue, and the fluid bound. A request is its target forwards and its rows' share
+of their time; on a linear step model a run costs `steps x per-step terms` plus those shares whatever the
+schedule, so an event simulation of continuous batching (FIFO, up to `rows` running) counts the steps."""
 
 from __future__ import annotations
 
@@ -41,9 +40,8 @@ def job(cost: CostModel, prompt_len: int, output_len: int, forwards: int, drafte
 
 def run_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, release: Sequence[float] | None = None,
                 start: float = 0.0) -> float:
-    """When the last of `jobs` finishes: FIFO, at most `rows` running, job i joining once
-    `release[i]` has passed (all at `start` by default); every step costs `step_s` plus a
-    forward's share of each running job."""
+    """When the last of `jobs` finishes: FIFO, at most `rows` running, job i joining once `release[i]` has
+    passed (all at `start` by default); a step costs `step_s` plus a forward's share of each running job."""
     if rows < 1:
         raise ValueError(f"rows must be at least 1, not {rows}")
     release = release or [start] * len(jobs)
@@ -69,8 +67,7 @@ def run_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, release: Seque
 
 
 def sequential_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, shard: int, shard_io_s: float = 0.0) -> float:
-    """Shards of `shard` jobs one after another, each read (and its results staged) for
-    `shard_io_s` outside the engine."""
+    """Shards of `shard` jobs one after another, each read and staged for `shard_io_s` outside the engine."""
     clock = 0.0
     for first in range(0, len(jobs), shard):
         clock = run_seconds(jobs[first : first + shard], rows, step_s, start=clock + shard_io_s)
@@ -78,8 +75,7 @@ def sequential_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, shard: 
 
 
 def stream_seconds(jobs: Sequence[RunJob], rows: int, step_s: float, shard: int, shard_io_s: float = 0.0) -> float:
-    """One stream: shards read one after another in the background, each job joining the
-    engine once its shard is read."""
+    """One stream: shards read one after another in the background, a job joining once its shard is read."""
     return run_seconds(jobs, rows, step_s, [(i // shard + 1) * shard_io_s for i in range(len(jobs))])
 
 
@@ -114,8 +110,7 @@ class RunRecord:
 
 def run_records(jobs: Sequence[RunJob], cost: CostModel, step_s: float, rows: int, shards: Sequence[int],
                 shard_io_s: float, **fields) -> list[RunRecord]:
-    """Every shard size at `rows` at once; `step_s`: the per-step time (drafting included);
-    `fields`: method, dataset and the workload's."""
+    """Every shard size at `rows` at once; `step_s`: the per-step time; `fields`: method, dataset, workload."""
     tokens = sum(j.num_output_tokens for j in jobs)
     one_queue, fluid = run_seconds(jobs, rows, step_s), fluid_seconds(jobs, rows, step_s)
     records = []
@@ -135,7 +130,8 @@ def replayed_jobs(requests: Sequence[ReplayRequest], method: Method, k: int, row
     """(jobs, per-step time) of `method` replayed at `rows` at once: each request's forwards
     and drafts from the replay, the drafter's mean time per step added to the step's."""
     run = simulate_and_price(requests, method, k, rows, [cost], max_model_len, warmup_epochs)[0]
-    step_s = cost.step.fixed_s + cost.per_step_overhead_s + run.priced.draft_seconds / max(run.priced.num_steps, 1)
+    paid = cost.run_by(method.synchronous)
+    step_s = paid.step.fixed_s + paid.per_step_overhead_s + run.priced.draft_seconds / max(run.priced.num_steps, 1)
     jobs = [job(cost, len(req.prompt_token_ids), len(res.output_token_ids), res.stats.num_steps,
                 sum(res.per_step_drafted), len(res.per_step_drafted))
             for req, res in zip(requests, run.simulation.results, strict=True)]

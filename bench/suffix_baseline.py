@@ -1,6 +1,5 @@
-"""vLLM's `suffix` method as a per-request proposer for the replay: arctic-inference's
-`SuffixDecodingCache` driven as vllm/v1/spec_decode/suffix_decoding.py (0.32) drives it, with
-vLLM's defaults."""
+"""vLLM's `suffix` method as a per-request proposer for the replay: arctic-inference's cache
+driven as vllm/v1/spec_decode/suffix_decoding.py (0.32) drives it, with vLLM's defaults."""
 
 from __future__ import annotations
 

@@ -1,12 +1,15 @@
-"""`specdec bench --engine vllm`: real throughput per method and batch size, the methods
-alternating in interleaved rounds over the same prompts (the order rotating each round). Each
-measurement: prefix cache emptied, a timed max_tokens=1 prefill pass, the draft cache cold,
-earlier epochs untimed, then the timed decode pass. One `BenchRecord` per method and batch size.
-"""
+"""The real engine measured in interleaved rounds, the order rotating from round to round, ratios
+pairing runs of the same round. `specdec bench --engine vllm`: throughput per method and batch
+size over the same prompts, each measurement: prefix cache emptied, a timed max_tokens=1 prefill
+pass, the draft cache cold, earlier epochs untimed, then the timed decode pass (a `BenchRecord`
+per method and batch size). `specdec bench-run`: many small shards through the engine (started
+once) as one stream and one shard at a time, engine start excluded; `--vs-none`: specdec against
+its drafting switched off on the same engine; the `long-first` shape: the stream ordered by the
+history an untimed first run leaves in the cache file (`stream` runs in arrival order)."""
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import dataclasses
 import statistics
 import time
@@ -14,9 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import engine_hooks
-from bench.plots import table
+from bench.datasets import BUILTIN, load_rows
+from bench.plots import MethodRecord, table, write_outputs
 from bench.reference import Workload
+from specdec import engine_cache
+from specdec.cli_options import add_model_options, model_from_args
 from specdec.config import EngineConfig, SpecConfig
+from specdec.generate import ShardRows, generate_shards
+from specdec.params import GenerationParams
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 
@@ -28,18 +36,12 @@ REFERENCE = "none"
 UNRESETTABLE = frozenset({"suffix"})
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
-    round: int  # from 0
-    method: str
-    batch_size: int
-
-
-def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[Step]:
-    """Every method at every batch size each round, the method order rotating from round to round."""
+def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[tuple[int, str, int]]:
+    """(round from 0, method, batch size): every method at every batch size each round, the
+    method order rotating from round to round."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
-    return [Step(r, m, b) for r in range(rounds) for b in batch_sizes
+    return [(r, m, b) for r in range(rounds) for b in batch_sizes
             for m in [*methods[r % len(methods):], *methods[:r % len(methods)]]]
 
 
@@ -49,8 +51,9 @@ class Timing:
     method: str
     batch_size: int
     num_output_tokens: int
-    prefill_s: float  # the max_tokens=1 pass before the clock
-    decode_s: float  # every prompt already in the prefix cache
+    prefill_s: float  # the max_tokens=1 pass before the clock (none in bench-run)
+    decode_s: float  # every prompt already in the prefix cache (bench-run: the run's wall time)
+    shape: str = ""  # bench-run: the worker's shape
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -95,29 +98,13 @@ def ratio_spread(runs: Sequence[Any], others: Sequence[Any], rate: Callable[[Any
 
 
 @dataclasses.dataclass(frozen=True)
-class BenchRecord:
-    method: str
-    engine: str  # vllm
-    dataset: str
-    batch_size: int
-    k_max: int
-    num_requests: int
-    tokens_per_forward: float
-    acceptance_rate: float
-    outputs_identical_to_none: bool | None
-    started_from: str
-    accepted_per_pos: list[int]
-    num_output_tokens: int
+class BenchRecord(MethodRecord):  # tokens_per_s: the median over the rounds
     rounds: int
-    tokens_per_s: float  # medians over the rounds, end to end
     seconds: float
     decode_tokens_per_s: float
     prefill_seconds: float
     speedup_vs_none: Spread | None  # to none in the same round (None without none)
     decode_speedup_vs_none: Spread | None
-    temperature: float = 0.0
-    samples: int = 1
-    epoch: int = 1
 
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
@@ -136,8 +123,7 @@ def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConf
 
 
 class MethodEngine:
-    """One method's engine over the rounds, warmed up on other prompts (restarted after each
-    measurement where its draft cache cannot be cleared)."""
+    """One method's engine over the rounds, warmed up (restarted where its draft cache cannot be cleared)."""
 
     def __init__(self, spec: SpecConfig, engine_cfg: EngineConfig, warmup: Sequence[GenerationRequest]) -> None:
         self.spec, self.engine_cfg, self.warmup = spec, engine_cfg, warmup
@@ -170,26 +156,26 @@ def run_rounds(methods: dict[str, SpecConfig], engine_cfg: EngineConfig, epochs:
     cfg = dataclasses.replace(engine_cfg, max_num_seqs=max(batch_sizes))
     timings: list[Timing] = []
     results: dict[tuple[str, int], list[GenerationResult]] = {}
-    with contextlib.ExitStack() as stack:
-        slots = {name: MethodEngine(spec, cfg, warmup) for name, spec in methods.items()}
-        for slot in slots.values():
-            stack.callback(slot.close)
+    slots = {name: MethodEngine(spec, cfg, warmup) for name, spec in methods.items()}
+    try:
         steps = schedule(list(methods), batch_sizes, rounds)
-        for i, step in enumerate(steps):
-            batches = [e[: max(step.batch_size, min_prompts)] for e in epochs]
-            timing, out = measure(slots[step.method], batches, step.round, step.batch_size, step.method,
-                                  workload.sampling)
+        for i, (round_, method, batch_size) in enumerate(steps):
+            timing, out = measure(slots[method], [e[: max(batch_size, min_prompts)] for e in epochs], round_,
+                                  batch_size, method, workload.sampling)
             timings.append(timing)
-            results.setdefault((step.method, step.batch_size), []).extend(out)
-            progress(f"round {step.round + 1}/{rounds} {step.method} batch {step.batch_size}: "
+            results.setdefault((method, batch_size), []).extend(out)
+            progress(f"round {round_ + 1}/{rounds} {method} batch {batch_size}: "
                      f"decode {timing.decode_tokens_per_s:.1f} tokens/s, end to end {timing.tokens_per_s:.1f}")
-            if step.method in UNRESETTABLE and not any(s.method == step.method for s in steps[i + 1:]):
-                slots[step.method].close()
+            if method in UNRESETTABLE and all(m != method for _, m, _ in steps[i + 1:]):
+                slots[method].close()
         for name, slot in slots.items():
             cost = slot.engine.step_cost() if slot.engine is not None else None
             if cost is not None:  # significant digits: the KV terms are microseconds per token
                 progress(f"{name}: budget step cost " + ", ".join(f"{k} {v * 1000:.3g} ms" for k, v in cost.items()))
         starts = {name: slot.starts for name, slot in slots.items()}
+    finally:
+        for slot in slots.values():
+            slot.close()
     return make_records(methods, timings, results, dataset, starts, workload)
 
 
@@ -222,23 +208,19 @@ def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
         kept = "a fresh engine per measurement" if spec.method in UNRESETTABLE else "one engine kept alive"
         epochs = f"; epochs 1-{workload.epochs - 1} generated before the clock" if workload.epochs > 1 else ""
         total = ShardStats.aggregate(r.stats for r in runs)
+        reference = results.get((REFERENCE, key[1]))
+        none = {(r.id, r.sample): r.output_token_ids for r in reference or ()}
         records.append(BenchRecord(
             method=key[0], engine="vllm", dataset=dataset, batch_size=key[1], k_max=spec.k_max,
             num_requests=len(runs) // medians["rounds"], tokens_per_forward=total.tokens_per_forward,
             acceptance_rate=total.acceptance_rate, accepted_per_pos=total.accepted_per_pos,
             num_output_tokens=total.num_output_tokens,
-            outputs_identical_to_none=None if workload.sampled else _identical(runs, results.get((REFERENCE, key[1]))),
+            outputs_identical_to_none=None if workload.sampled or reference is None else all(
+                none.get((r.id, r.sample)) == r.output_token_ids for r in runs),
             started_from=(f"{medians['rounds']} interleaved rounds, {kept} ({starts[key[0]]} started), warmed up on "
                           f"other prompts; prompts prefilled before the clock; cold cross-request cache{epochs}"),
             **medians, **workload.record_fields()))
     return records
-
-
-def _identical(runs: Sequence[GenerationResult], reference: Sequence[GenerationResult] | None) -> bool | None:
-    if reference is None:
-        return None
-    ref = {(r.id, r.sample): r.output_token_ids for r in reference}
-    return all(ref.get((r.id, r.sample)) == r.output_token_ids for r in runs)
 
 
 def render_table(records: Sequence[BenchRecord]) -> str:
@@ -257,3 +239,133 @@ def render_table(records: Sequence[BenchRecord]) -> str:
 
 def _ratio(spread: Spread | None) -> tuple[float | None, str | None]:
     return (None, None) if spread is None else (spread.median, spread.span())
+
+
+SHAPES = ("stream", "sequential", "long-first")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunBenchRecord:
+    shape: str
+    method: str
+    engine: str  # vllm-run
+    dataset: str
+    shards: int
+    shard_rows: int
+    max_tokens: int
+    batch_size: int
+    rounds: int
+    num_output_tokens: int  # median over rounds
+    seconds: float  # median
+    tokens_per_s: Spread  # median and spread over the rounds
+    vs_sequential: Spread | None  # stream / sequential in the same round
+    vs_stream: Spread | None  # long-first / stream in the same round
+    vs_none: Spread | None  # specdec / none in the same round and shape
+
+
+def add_run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench-run", help="a run of many shards through the real engine: one stream against "
+                                         "sequential shards")
+    p.add_argument("--input", default="sharegpt", help=f"prompt Parquet file or folder, or {', '.join(BUILTIN)}")
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--shard-rows", type=int, default=8, help="prompts per shard")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
+    p.add_argument("--vs-none", action="store_true", help="also specdec with its drafting off, on the same engine")
+    p.add_argument("--shapes", default="stream,sequential", help=f"worker shapes, of {', '.join(SHAPES)} "
+                   "(long-first needs --cache-file: the untimed first run records the history there)")
+    p.add_argument("--json", default=None, help="write the records here")
+    add_model_options(p, GenerationParams, exclude=("stall_timeout_s", "long_first"))
+    p.set_defaults(max_tokens=256, batch_size=16)  # the bench's own defaults (a shard's worth of varied answers)
+
+
+def run_bench_run(args: argparse.Namespace) -> int:
+    params = model_from_args(GenerationParams, args)
+    rows, dataset = load_rows(args.input, args.shards * args.shard_rows)
+    shards = [ShardRows(f"shard-{i}", f"{dataset} shard {i}", rows[i * args.shard_rows : (i + 1) * args.shard_rows], [])
+              for i in range(args.shards)]
+    methods = [params.method, "none"] if args.vs_none and params.method == "specdec" else [params.method]
+    try:
+        timings = run_shard_rounds(shards, params, methods, args.rounds, prepare_engine,
+                             progress=lambda line: print(line, flush=True), shapes=args.shapes.split(","))
+    finally:
+        engine_cache.close_engines()
+    records = make_run_records(timings, dataset, shards, params)
+    print(render_runs(records))
+    write_outputs(records, args.json, None)
+    return 0
+
+
+def prepare_engine(params: GenerationParams, method: str) -> None:
+    """The cached engine in a cold start's state (no prefix cache, cold drafter), drafting only for specdec."""
+    engine, _ = engine_cache.get_engine(params)
+    if engine.spec.method == "specdec":
+        engine.set_drafting(method != "none")
+    engine_hooks.reset_prefix_cache(engine)
+    engine_hooks.reset_proposer(engine)
+
+
+def measure_run(shards: Sequence[ShardRows], params: GenerationParams, shape: str = "stream") -> tuple[float, int]:
+    """(wall seconds less engine start, output tokens) of one run; a failed shard fails it."""
+    errors: list[BaseException] = []
+    totals = generate_shards(shards, params.model_copy(update={"long_first": shape == "long-first"}),
+                             params.config_hash(), params.recorded_config(),
+                             lambda work, out, error: errors.append(error) if error else None,
+                             sequential=shape == "sequential")
+    if errors:
+        raise errors[0]
+    return totals.wall_s - totals.engine_start_s, totals.num_output_tokens
+
+
+def run_shard_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: Sequence[str], rounds: int,
+               prepare: Callable[[GenerationParams, str], None], progress: Callable[[str], None] = lambda _: None,
+               shapes: Sequence[str] = SHAPES[:2]) -> list[Timing]:
+    """Every shape and method (`prepare` called before each) in each round, the order rotating, after
+    an untimed warm-up run (engine start, first compiles; every shard for long-first, whose order comes from it)."""
+    if unknown := set(shapes) - set(SHAPES):
+        raise ValueError(f"unknown shape(s) {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
+    if "long-first" in shapes and not params.cache_file:
+        raise ValueError("the long-first shape needs a cache file (--cache-file) to record the history in")
+    prepare(params, methods[0])
+    measure_run(shards if "long-first" in shapes else shards[:1], params)
+    kinds = {f"{shape} {method}": (shape, method) for shape in shapes for method in methods}
+    timings = []
+    for round_, kind, _ in schedule(list(kinds), [params.batch_size], rounds):
+        shape, method = kinds[kind]
+        prepare(params, method)
+        seconds, tokens = measure_run(shards, params, shape)
+        timings.append(Timing(round_, method, params.batch_size, tokens, 0.0, seconds, shape))
+        progress(f"round {round_ + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
+                 f"{tokens / seconds:.1f} tokens/s")
+    return timings
+
+
+def make_run_records(timings: Sequence[Timing], dataset: str, shards: Sequence[ShardRows],
+                 params: GenerationParams) -> list[RunBenchRecord]:
+    """One record per shape and method; ratios pair runs of the same round."""
+    records = []
+    for shape, method in dict.fromkeys((t.shape, t.method) for t in timings):
+        runs = [t for t in timings if (t.shape, t.method) == (shape, method)]
+        def paired(other: tuple[str, str]) -> Spread | None:  # None for itself or an absent one
+            others = [t for t in timings if (t.shape, t.method) == other != (shape, method)]
+            return ratio_spread(runs, others, lambda t: t.tokens_per_s)
+
+        records.append(RunBenchRecord(
+            shape, method, "vllm-run", dataset, len(shards), max(len(s.rows) for s in shards), params.max_tokens,
+            params.batch_size, len(runs), int(statistics.median(t.num_output_tokens for t in runs)),
+            statistics.median(t.decode_s for t in runs), Spread.of([t.tokens_per_s for t in runs]),
+            paired(("sequential", method)), paired(("stream", method)) if shape == "long-first" else None,
+            paired((shape, "none"))))
+    return records
+
+
+def render_runs(records: Sequence[RunBenchRecord]) -> str:
+    columns = [("shape", "<12"), ("method", "<10"), ("tokens/s", ">10.1f"), ("min-max", ">16"), ("x sequential", ">20"),
+               ("x stream", ">20"), ("x none", ">8.2f")]
+    lines = table(columns, [(r.shape, r.method, r.tokens_per_s.median, r.tokens_per_s.span(1),
+                             *(x and f"{x.median:.2f} ({x.span()})" for x in (r.vs_sequential, r.vs_stream)),
+                             r.vs_none and r.vs_none.median) for r in records])
+    first = records[0]
+    lines.append(f"{first.dataset}: {first.shards} shards x {first.shard_rows} prompts, max tokens {first.max_tokens}, "
+                 f"{first.batch_size} rows at once; medians over {first.rounds} interleaved round(s), engine start "
+                 "excluded; ratios within a round")
+    return "\n".join(lines)

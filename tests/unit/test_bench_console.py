@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import bench.commands
-from bench import compare, run_engine
+from bench import compare, throughput
 from specdec import cli
 from support.bench_cli import specdec_main
 
@@ -35,11 +35,11 @@ def _engine_like_work(args: argparse.Namespace) -> int:
     return 0
 
 
-@pytest.mark.parametrize("command, module", [("bench", compare), ("bench-run", run_engine)])
-def test_library_logs_go_to_the_log_file_and_the_bench_lines_to_the_terminal(command, module, tmp_path,
+@pytest.mark.parametrize("command, module, run", [("bench", compare, "run"), ("bench-run", throughput, "run_bench_run")])
+def test_library_logs_go_to_the_log_file_and_the_bench_lines_to_the_terminal(command, module, run, tmp_path,
                                                                              monkeypatch, capfd):
     main = specdec_main(monkeypatch)
-    monkeypatch.setattr(module, "run", _engine_like_work)
+    monkeypatch.setattr(module, run, _engine_like_work)
     json_path = tmp_path / "out" / "records.json"
     assert main([command, "--json", str(json_path)]) == 0
     shown = capfd.readouterr()

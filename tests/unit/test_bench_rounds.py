@@ -5,7 +5,7 @@ stands in for VllmEngine)."""
 import pytest
 
 from bench import throughput
-from bench.throughput import Spread, Step, Timing, schedule, summarize
+from bench.throughput import Spread, Timing, schedule, summarize
 from bench.throughput import render_table
 from specdec.config import EngineConfig
 from specdec.engines import vllm_engine
@@ -20,11 +20,11 @@ def test_every_round_alternates_all_methods_and_rotates_their_order():
     steps = schedule(["none", "ngram", "specdec"], [1, 16], 3)
     assert len(steps) == 3 * 2 * 3
     # the methods alternate at every batch size, each round in a rotated order
-    assert steps[:3] == [Step(0, "none", 1), Step(0, "ngram", 1), Step(0, "specdec", 1)]
-    assert [s.method for s in steps if s.round == 1][:3] == ["ngram", "specdec", "none"]
+    assert steps[:3] == [(0, "none", 1), (0, "ngram", 1), (0, "specdec", 1)]
+    assert [m for r, m, _ in steps if r == 1][:3] == ["ngram", "specdec", "none"]
     for r in range(3):
         for b in (1, 16):
-            assert sorted(s.method for s in steps if (s.round, s.batch_size) == (r, b)) == ["ngram", "none", "specdec"]
+            assert sorted(m for r_, m, b_ in steps if (r_, b_) == (r, b)) == ["ngram", "none", "specdec"]
     with pytest.raises(ValueError):
         schedule(["none"], [1], 0)
 

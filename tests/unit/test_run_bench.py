@@ -1,11 +1,12 @@
 """The run benches: the replayed run's simulator (bench/run_replay.py) on hand-checkable cases,
-and the real-engine run bench's rounds (bench/run_engine.py) on a continuous-batching double."""
+and the real-engine run bench's rounds (bench/throughput.py) on a continuous-batching double."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import run_engine
+from bench import throughput
+from bench.throughput import Timing
 from bench.cost_models import h100_llama3_8b
 from bench.run_replay import (RunJob, fluid_seconds, job, render_run_table, run_records, run_seconds,
                               sequential_seconds, stream_seconds)
@@ -76,7 +77,7 @@ def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
     shards = [generate_mod.ShardRows(f"s{i}", f"s{i}", rows[2 * i : 2 * i + 2], []) for i in range(4)]
     prepared: list[str] = []
     params = GenerationParams(max_tokens=64, batch_size=4, method="specdec")
-    timings = run_engine.run_rounds(shards, params, ["specdec", "none"], 2,
+    timings = throughput.run_shard_rounds(shards, params, ["specdec", "none"], 2,
                                     lambda params, method: prepared.append(method))
     assert prepared == ["specdec"] + ["specdec", "none", "specdec", "none"] + ["none", "specdec", "none", "specdec"]
     assert [(t.round, t.shape, t.method) for t in timings][:4] == [
@@ -84,21 +85,21 @@ def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
     assert [(t.shape, t.method) for t in timings][4:] == [
         ("stream", "none"), ("sequential", "specdec"), ("sequential", "none"), ("stream", "specdec")]
     assert {t.num_output_tokens for t in timings} == {8 * 64}  # every request to max_tokens, every run
-    records = run_engine.make_records(timings, "d", shards, params)
+    records = throughput.make_run_records(timings, "d", shards, params)
     assert [(r.shape, r.method) for r in records] == [
         ("stream", "specdec"), ("stream", "none"), ("sequential", "specdec"), ("sequential", "none")]
     stream = records[0]
     assert stream.rounds == 2 and stream.vs_sequential is not None and stream.vs_none is not None
     assert stream.tokens_per_s.low <= stream.tokens_per_s.median <= stream.tokens_per_s.high
     assert records[2].vs_sequential is None and records[1].vs_none is None
-    assert "x sequential" in run_engine.render(records)
+    assert "x sequential" in throughput.render_runs(records)
 
 
 def test_paired_ratios_take_the_same_round():
-    timings = [run_engine.RunTiming(r, shape, "none", seconds, 100) for r, shape, seconds in
+    timings = [Timing(r, "none", 16, 100, 0.0, seconds, shape) for r, shape, seconds in
                [(0, "stream", 1.0), (0, "sequential", 2.0), (1, "stream", 2.0), (1, "sequential", 3.0)]]
     shards = [generate_mod.ShardRows("s", "s", [], [])]
-    stream = run_engine.make_records(timings, "d", shards, GenerationParams())[0]
+    stream = throughput.make_run_records(timings, "d", shards, GenerationParams())[0]
     assert stream.vs_sequential is not None
     assert (stream.vs_sequential.low, stream.vs_sequential.high) == pytest.approx((1.5, 2.0))
     assert (stream.tokens_per_s.low, stream.tokens_per_s.high) == (50.0, 100.0)
@@ -119,10 +120,10 @@ def test_the_long_first_shape_starts_the_longest_expected_first_and_needs_a_cach
     shards = [generate_mod.ShardRows(f"s{i}", f"s{i}", rows[2 * i : 2 * i + 2], []) for i in range(4)]
     params = GenerationParams(max_tokens=4, batch_size=1, cache_file=str(tmp_path / "cache.npz"))
     with pytest.raises(ValueError, match="cache file"):
-        run_engine.run_rounds(shards, params.model_copy(update={"cache_file": None}), ["none"], 1,
+        throughput.run_shard_rounds(shards, params.model_copy(update={"cache_file": None}), ["none"], 1,
                               lambda params, method: None, shapes=["long-first"])
     starts: list[int] = []  # where each run's requests begin in engine.added
-    timings = run_engine.run_rounds(shards, params, ["none"], 1, lambda params, method: starts.append(len(engine.added)),
+    timings = throughput.run_shard_rounds(shards, params, ["none"], 1, lambda params, method: starts.append(len(engine.added)),
                                     shapes=["stream", "long-first"])
     assert [t.shape for t in timings] == ["stream", "long-first"]
     assert starts[1] - starts[0] == 8  # the untimed first run: every shard (it records the history)
