@@ -121,10 +121,10 @@ class SimulatedStepTimer(StepTimer):
 def simulated_calibration(cost: StepCostModel, k_max: int, max_num_seqs: int, max_model_len: int) -> list[StepSample]:
     """The decode steps the engine's calibration would time, priced by `cost`."""
     samples = []
-    for size, forced_k, prompt_tokens in calibration_runs(max_num_seqs, k_max, max_model_len):
+    for size, forced_draft_tokens, prompt_tokens in calibration_runs(max_num_seqs, k_max, max_model_len):
         for step in range(STEPS - 1):
-            tokens, kv = size * (1 + forced_k), size * (prompt_tokens + step)
-            draft_kv = kv if forced_k else 0
+            tokens, kv = size * (1 + forced_draft_tokens), size * (prompt_tokens + step)
+            draft_kv = kv if forced_draft_tokens else 0
             samples.append(StepSample(size, tokens, kv, draft_kv, cost.seconds(size, tokens, kv, draft_kv)))
     return samples
 

@@ -205,8 +205,8 @@ def kv_bytes_per_token(folder: Path, dtype: str) -> int:
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     if dtype == "auto":
         dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
-    width = 4 if "32" in dtype else 2
-    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * width
+    bytes_per_value = 4 if "32" in dtype else 2
+    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * bytes_per_value
 
 
 def fit_model_len(folder: Path, requested: int | None, kv_cache_gib: float | None, dtype: str) -> int:
