@@ -25,10 +25,8 @@ from specdec.native import draft_sources
 # Names that older workers and databases used for today's figures: old -> new.
 LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
 
-# Where specdec's drafted tokens came from (the drafter's evidence kinds, named by the compiled
-# core): the request's own text, the cross-request cache, its prompt's other samples, earlier
-# runs' completions of its prompt (the history in the cache file), and the text of any running
-# request.
+# Where specdec's drafted tokens came from, as the compiled core names them (own text, cache,
+# sibling samples, history, live requests).
 DRAFT_SOURCES: tuple[str, ...] = draft_sources()
 
 
@@ -76,13 +74,10 @@ def request_stats(
     k_ceiling: int,
     speculative: bool = True,
 ) -> RequestStats:
-    """Per-request figures from the verified drafts, as the engine records them (vLLM's
-    detailed per-request metrics: one entry per decode step that verified a draft).
-
-    The replay simulator and the real engine both build their RequestStats here, so their
-    figures mean the same thing. A decode step is a forward after the prefill's; those that
-    verified no draft are the fallback steps, and the K histogram counts every decode step
-    by its draft's length (index 0: no draft; for speculative methods only)."""
+    """Per-request figures from vLLM's detailed per-request metrics (one entry per decode step
+    that verified a draft); the replay simulator builds its RequestStats here too. Decode
+    steps without a draft are the fallback steps; the K histogram counts every decode step by
+    its draft's length (index 0: no draft; speculative methods only)."""
     num_accepted = int(sum(per_step_accepted))
     num_steps = max(1, num_output_tokens - num_accepted) if num_output_tokens else 0
     k_histogram: list[int] = []
@@ -104,8 +99,7 @@ def request_stats(
     )
 
 
-class AttributedRequest(Protocol):
-    """A request's result with its engine time (specdec.types.GenerationResult)."""
+class AttributedRequest(Protocol):  # specdec.types.GenerationResult
 
     stats: RequestStats
     engine_s: float  # engine seconds attributed to the request; 0.0: not attributed
@@ -146,8 +140,7 @@ class Totals:
         return _ratio(self.num_output_tokens, self.engine_s)
 
     def add(self, other: "Totals | RequestStats", engine_s: float = 0.0) -> None:
-        """Add a request's figures (counts it) with the engine seconds attributed to it, or
-        another group's sums (engine seconds included)."""
+        """Add a request's figures with its engine seconds, or another group's sums."""
         self.num_requests += other.num_requests if isinstance(other, Totals) else 1
         self.engine_s += other.engine_s if isinstance(other, Totals) else engine_s
         for name in _COUNTERS:
@@ -179,9 +172,8 @@ class Totals:
 
     @classmethod
     def from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:
-        """Read back `to_dict()`, also as older workers wrote it: missing fields keep their
-        defaults; derived figures (under today's or a legacy name) and unknown keys, such as
-        a newer worker's additions, are ignored."""
+        """Read back `to_dict()`, also an older or newer worker's: missing fields keep their
+        defaults; derived figures and unknown keys are ignored."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for name, value in data.items():
@@ -200,8 +192,7 @@ _SECONDS = ("engine_s",)
 
 
 @dataclasses.dataclass
-class ShardStats(Totals):
-    """Sums over the requests of one shard (or any group of requests)."""
+class ShardStats(Totals):  # sums over the requests of one shard (or any group)
 
     @classmethod
     def aggregate(cls, requests: Iterable[RequestStats]) -> "ShardStats":
@@ -221,8 +212,7 @@ class ShardStats(Totals):
 
 
 @dataclasses.dataclass
-class RunStats(Totals):
-    """Sums over the shards of one run."""
+class RunStats(Totals):  # sums over the shards of one run
 
     num_shards: int = 0
 
