@@ -83,15 +83,9 @@ class DraftController:
         self._cost: StepCost | None = None  # the one the core holds
         self._engine_buffers: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
-    def step_tokens(
-        self,
-        req_ids: list[str],
-        tokens: Sequence[np.ndarray],
-        num_accepted: Sequence[int],
-        cost: StepCost | None = None,
-        num_prompt_tokens: Sequence[int] | None = None,
-        tail: bool = False,
-    ) -> list[np.ndarray]:
+    def step_tokens(self, req_ids: list[str], tokens: Sequence[np.ndarray], num_accepted: Sequence[int],
+                    cost: StepCost | None = None, num_prompt_tokens: Sequence[int] | None = None,
+                    tail: bool = False) -> list[np.ndarray]:
         """One engine step: row i is request `req_ids[i]`, its tokens so far `tokens[i]`
         ([num_tokens_i] int32/int64: prompt + verified output), of whose last draft
         `num_accepted[i]` tokens were accepted, its prompt the first `num_prompt_tokens[i]`
@@ -104,18 +98,10 @@ class DraftController:
                                                  self._use_cost(cost), tail)
         return [drafts[i, :n] for i, n in enumerate(lengths.tolist())]
 
-    def engine_step(
-        self,
-        req_ids: list[str],
-        sampled: Sequence[Sequence[int]],
-        num_tokens: np.ndarray,
-        token_ids: np.ndarray,
-        cost: StepCost | None,
-        forced_draft_tokens: int | None = None,
-        timed: bool = False,
-        num_prompt_tokens: np.ndarray | None = None,
-        tail: bool = False,
-    ) -> tuple[list[list[int]], StepSample | None]:
+    def engine_step(self, req_ids: list[str], sampled: Sequence[Sequence[int]], num_tokens: np.ndarray,
+                    token_ids: np.ndarray, cost: StepCost | None, forced_draft_tokens: int | None = None,
+                    timed: bool = False, num_prompt_tokens: np.ndarray | None = None,
+                    tail: bool = False) -> tuple[list[list[int]], StepSample | None]:
         """vLLM's proposer call, in one call to the core: the first len(sampled) of `req_ids`
         are the batch; row i holds token_ids[i, :num_tokens[i]] (vLLM's buffers, bound once);
         an empty sampled[i] is still prefilling. Requests that left the batch are finished

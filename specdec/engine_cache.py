@@ -71,7 +71,6 @@ def _cached_engine(engine_config: EngineConfig, spec: SpecConfig) -> Any:
 
 
 def engines() -> list[Any]:
-    """The engines this process holds now."""
     return list(_ENGINES.values())
 
 

@@ -26,7 +26,6 @@ C = TypeVar("C")  # what the caller carries with each shard
 
 @dataclasses.dataclass
 class Generation:
-    """What one shard (or file) produced."""
 
     results: pa.Table
     stats: ShardStats

@@ -188,16 +188,8 @@ def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:
     return messages
 
 
-def to_requests(
-    rows: Sequence[PromptRow],
-    tokenizer: Any,
-    default_max_tokens: int,
-    max_model_len: int,
-    source: str,
-    prompt_format: str,
-    samples: int = 1,
-    seed: int | None = None,
-) -> list[GenerationRequest]:
+def to_requests(rows: Sequence[PromptRow], tokenizer: Any, default_max_tokens: int, max_model_len: int, source: str,
+                prompt_format: str, samples: int = 1, seed: int | None = None) -> list[GenerationRequest]:
     """Tokenize rows; a too-long prompt raises InputError. A row becomes one request per sample,
     adjacent so that they run in the same batch; with a run `seed`, each gets its own seed."""
     requests = []
@@ -205,10 +197,8 @@ def to_requests(
         max_tokens = row.max_tokens or default_max_tokens
         token_ids = prompt_token_ids(row, tokenizer, prompt_format)
         if len(token_ids) + max_tokens > max_model_len:
-            raise InputError(
-                f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
-                f"with max_tokens={max_tokens} it exceeds the model length {max_model_len}"
-            )
+            raise InputError(f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
+                             f"with max_tokens={max_tokens} it exceeds the model length {max_model_len}")
         tokens = tuple(int(t) for t in token_ids)
         requests.extend(
             GenerationRequest(row.id, tokens, max_tokens, sample=i,

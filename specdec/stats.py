@@ -1,17 +1,11 @@
-"""Acceptance statistics, one module: request -> shard -> run. Data only, no I/O.
+"""Acceptance statistics: request -> shard -> run. Data only, no I/O.
 
-Notation as in vLLM: a *draft* is one proposal of up to K tokens for one request in one
-step; *accepted* tokens are draft tokens the target agreed with; every target forward also
-yields one token of its own (recovered or bonus), so forwards = output tokens - accepted.
-
-Each figure is named by its formula:
+Every target forward yields one token of its own besides the accepted draft tokens, so
+forwards = output tokens - accepted. Figures, named by their formula:
 - acceptance_rate    = num_accepted_tokens / num_draft_tokens
-- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included).
-  vLLM's "mean acceptance length" (1 + accepted / drafts, drafted steps only) is a different
-  figure; older files call ours `mean_accepted_length` (see LEGACY_NAMES).
-- tokens_per_engine_s = num_output_tokens / engine_s, where engine_s sums the engine seconds
-  attributed to each request (its share of every step it produced tokens in; 0.0: the
-  engine did not attribute time, so the figure is unknown).
+- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included;
+  not vLLM's "mean acceptance length", which counts drafted steps only)
+- tokens_per_engine_s = num_output_tokens / engine_s (0.0: the engine did not attribute time)
 """
 
 from __future__ import annotations
@@ -30,8 +24,23 @@ LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
 DRAFT_SOURCES: tuple[str, ...] = draft_sources()
 
 
+class _Rates:
+    num_output_tokens: int
+    num_steps: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return _ratio(self.num_output_tokens, self.num_steps)
+
+
 @dataclasses.dataclass
-class RequestStats:
+class RequestStats(_Rates):
     """Per-request acceptance figures as the engine really ran them."""
 
     num_output_tokens: int
@@ -42,14 +51,6 @@ class RequestStats:
     accepted_per_pos: list[int]
     k_histogram: list[int]
     num_fallback_steps: int
-
-    @property
-    def acceptance_rate(self) -> float:
-        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
-
-    @property
-    def tokens_per_forward(self) -> float:
-        return _ratio(self.num_output_tokens, self.num_steps)
 
     def to_columns(self) -> dict[str, Any]:
         """One row of the results table (RESULT_SCHEMA's statistics columns)."""
@@ -67,13 +68,8 @@ def accepted_per_position(per_step_accepted: Sequence[int], k_ceiling: int) -> l
     return counts
 
 
-def request_stats(
-    num_output_tokens: int,
-    per_step_drafted: Sequence[int],
-    per_step_accepted: Sequence[int],
-    k_ceiling: int,
-    speculative: bool = True,
-) -> RequestStats:
+def request_stats(num_output_tokens: int, per_step_drafted: Sequence[int], per_step_accepted: Sequence[int],
+                  k_ceiling: int, speculative: bool = True) -> RequestStats:
     """Per-request figures from vLLM's detailed per-request metrics (one entry per decode step
     that verified a draft); the replay simulator builds its RequestStats here too. Decode
     steps without a draft are the fallback steps; the K histogram counts every decode step by
@@ -88,15 +84,10 @@ def request_stats(
         for drafted in per_step_drafted:
             k_histogram[drafted] += 1
     return RequestStats(
-        num_output_tokens=num_output_tokens,
-        num_steps=num_steps,
-        num_drafts=len(per_step_drafted),
-        num_draft_tokens=int(sum(per_step_drafted)),
-        num_accepted_tokens=num_accepted,
-        accepted_per_pos=accepted_per_position(per_step_accepted, k_ceiling),
-        k_histogram=k_histogram,
-        num_fallback_steps=num_fallback,
-    )
+        num_output_tokens=num_output_tokens, num_steps=num_steps, num_drafts=len(per_step_drafted),
+        num_draft_tokens=int(sum(per_step_drafted)), num_accepted_tokens=num_accepted,
+        accepted_per_pos=accepted_per_position(per_step_accepted, k_ceiling), k_histogram=k_histogram,
+        num_fallback_steps=num_fallback)
 
 
 class AttributedRequest(Protocol):  # specdec.types.GenerationResult
@@ -109,7 +100,7 @@ _T = TypeVar("_T", bound="Totals")
 
 
 @dataclasses.dataclass
-class Totals:
+class Totals(_Rates):
     """Sums of per-request figures over a group of requests (a shard, a run)."""
 
     num_requests: int = 0
@@ -126,14 +117,6 @@ class Totals:
     drafted_by_source: list[int] = dataclasses.field(default_factory=list)
     accepted_by_source: list[int] = dataclasses.field(default_factory=list)
     engine_s: float = 0.0  # engine seconds attributed to the requests (0.0: not attributed)
-
-    @property
-    def acceptance_rate(self) -> float:
-        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
-
-    @property
-    def tokens_per_forward(self) -> float:
-        return _ratio(self.num_output_tokens, self.num_steps)
 
     @property
     def tokens_per_engine_s(self) -> float:

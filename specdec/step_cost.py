@@ -61,12 +61,9 @@ def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
-    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0).
-
-    The KV term is attention reading the context; the draft-KV term is what a row's first
-    drafted token costs over its context (vLLM's CPU attention takes a row with more than
-    one query token at a cost that grows with its context, once per row; near zero on a GPU).
-    """
+    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0). The draft-KV
+    term: vLLM's CPU attention takes a row with more than one query token at a cost that grows
+    with its context, once per row (near zero on a GPU)."""
 
     fixed_s: float
     per_seq_s: float

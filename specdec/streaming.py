@@ -109,17 +109,10 @@ class EngineHolder:
             kill()
 
 
-def run_stream(
-    loads: Iterable[ShardRequests[C]],
-    engines: EngineHolder,
-    sampling: SamplingOptions,
-    on_outcome: Callable[[ShardOutcome[C]], None],
-    *,
-    read_ahead_requests: int,
-    stall_timeout_s: float | None = None,
-    sequential: bool = False,
-    on_progress: Callable[[GenerationResult], None] | None = None,
-) -> StreamTotals:
+def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, sampling: SamplingOptions,
+               on_outcome: Callable[[ShardOutcome[C]], None], *, read_ahead_requests: int,
+               stall_timeout_s: float | None = None, sequential: bool = False,
+               on_progress: Callable[[GenerationResult], None] | None = None) -> StreamTotals:
     """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
     background thread unless `sequential`). Raises what the caller's `loads` raised, the
     first error `on_outcome` raised (after every shard was handed on), or an interrupt."""

@@ -50,7 +50,7 @@ class Finished:
 
 
 class EngineStream:
-    """One engine's requests in flight, keyed by (owner, index); see the module docstring."""
+    """One engine's requests in flight, keyed by (owner, index)."""
 
     def __init__(self, engine: RequestEngine, sampling: SamplingOptions) -> None:
         self.engine = engine

@@ -31,7 +31,6 @@ log = logging.getLogger("vllm.specdec.proposer")
 
 
 class SpecdecVllmProposer:
-    """vLLM custom proposer: specdec's drafts, one controller call per step."""
 
     def __init__(self, vllm_config: Any) -> None:
         # vLLM's K: the SpecConfig's k_ceiling it was started with (drafts never exceed it)
@@ -62,13 +61,8 @@ class SpecdecVllmProposer:
         self.budget = config.budget
         return self.controller.cache_warning
 
-    def propose(
-        self,
-        sampled_token_ids: list[list[int]],
-        num_tokens_no_spec: np.ndarray,
-        token_ids_cpu: np.ndarray,
-        **_: Any,
-    ) -> list[list[int]]:
+    def propose(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: np.ndarray, token_ids_cpu: np.ndarray,
+                **_: Any) -> list[list[int]]:
         controller = self.controller
         if controller is None or not self.drafting:  # warm-up before binding, or drafting off
             return [[] for _ in sampled_token_ids]
