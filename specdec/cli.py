@@ -1,9 +1,7 @@
 """`specdec` console entry point.
 
-The core's commands are `generate` and `sample`. Other packages add commands through the
-entry-point group `specdec.commands` (the pipeline adds `run`, `report`, `sql`, ...; the bench
-adds `bench` and `bench-run`): each entry point names an object with `COMMANDS` (names),
-`add_parsers(sub)` and `main(args) -> int`. The core never imports its extensions by name.
+Other packages add commands through the entry-point group `specdec.commands`: each entry point
+names an object with `COMMANDS` (names), `add_parsers(sub)` and `main(args) -> int`.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ class PipelineMissing(RuntimeError):
 
 
 def extensions() -> list[Any]:
-    """The command providers registered in the entry-point group."""
     return [ep.load() for ep in entry_points(group=COMMAND_GROUP)]
 
 

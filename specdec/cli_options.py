@@ -23,7 +23,6 @@ def option_name(field_name: str) -> str:
 
 
 def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], exclude: Iterable[str] = ()) -> None:
-    """One option per field of `model` (except `exclude`)."""
     skip = set(exclude)
     for name, field in model.model_fields.items():
         if name in skip:

@@ -1,9 +1,4 @@
-"""Configuration objects shared by the engines, the CLI and the pipeline.
-
-Frozen dataclasses inside the library; the CLI and flows validate user input at the edge and
-build these. `SpecConfig.config_hash()` identifies the configuration actually used and is
-recorded next to every result.
-"""
+"""Frozen configuration objects inside the library, built from validated user input."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ class SpecConfig:
     budget: bool = True
     # specdec with its budget: the K ceiling once the batch has free rows (see k_ceiling)
     tail_k_max: int | None = None
-    # specdec: start the cross-request cache from this file when it exists, and write the
-    # cache back to it after every generate call (a nightly run then starts warm)
+    # specdec: the cross-request cache starts from this file and is written back (runs start warm)
     cache_file: str | None = None
     # draft: ranks the draft model is split over (None: vLLM's choice, the target's)
     draft_tensor_parallel_size: int | None = None
@@ -72,12 +66,9 @@ class SpecConfig:
 
     @property
     def k_ceiling(self) -> int:
-        """The most draft tokens a step may verify: k_max, or for specdec with its budget the
-        tail ceiling (tail_k_max, default 2 x k_max up to 64), which the drafts may reach
-        only while the batch has free rows (nothing waits to join, so the wave's remaining
-        rows decide when it ends and the step's fixed cost weighs most) and only as far as
-        the budget finds each drafted token worth its verification. vLLM is started with
-        this K, and per-request statistics are sized by it."""
+        """The most draft tokens a step may verify (vLLM's K; statistics are sized by it): k_max,
+        or for specdec with its budget the tail ceiling (tail_k_max, default 2 x k_max up to
+        64), reached only while the batch has free rows and the budget finds the tokens worth it."""
         if not self.budgeted:
             return self.k_max
         return self.tail_k_max if self.tail_k_max is not None else min(2 * self.k_max, 64)
@@ -104,11 +95,8 @@ CPU_KV_CACHE_GIB = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
-    """vLLM engine options as the engine gets them (see GenerationParams for each one's
-    meaning, and its defaults, taken from here; None: vLLM's own default); `max_model_len` is
-    settled from the model (GenerationParams.engine_config). Of the two memory settings, CPU
-    builds take `kv_cache_gib` (CPU_KV_CACHE_GIB when None), GPU builds
-    `gpu_memory_utilization` (specdec.engines.vllm_args.check_platform)."""
+    """vLLM engine options as the engine gets them (meanings in GenerationParams; None: vLLM's
+    default). CPU builds take `kv_cache_gib`, GPU builds `gpu_memory_utilization`."""
 
     max_model_len: int
     model: str | None = None

@@ -1,11 +1,6 @@
-"""What a person sees on the terminal while a command runs an engine.
-
-Inside `console(log_path)`, whatever the libraries write goes to the log file: vLLM's and
-Prefect's INFO lines, progress bars, native libraries' output, and everything the engine's own
-processes print (they inherit the redirected stdout and stderr). The terminal gets what the
-command writes through the `Console`, the warnings and errors logged in this process, and
-vLLM's errors (its warnings describe the engine's configuration at every start: the log has
-them). Without a log path (`--verbose`) nothing is redirected.
+"""What a person sees on the terminal while a command runs an engine: inside
+`console(log_path)` whatever the libraries and the engine's processes write goes to the log
+file; the terminal gets the `Console`'s lines, this process's warnings and vLLM's errors.
 """
 
 from __future__ import annotations
@@ -51,10 +46,9 @@ class Console:
 
 @contextlib.contextmanager
 def console(log_path: Path | None) -> Iterator[Console]:
-    """Redirect this process's stdout and stderr (file descriptors 1 and 2) to `log_path`
-    (appending) until the block ends; what the root logger gets at WARNING and above (Prefect's
-    loggers propagate to it) and vLLM's errors still reach the terminal. A library that
-    configures the root logger when imported (Prefect does) must be imported before."""
+    """Redirect file descriptors 1 and 2 to `log_path` (appending) until the block ends; None:
+    nothing redirected. A library that configures the root logger when imported (Prefect
+    does) must be imported before."""
     if log_path is None:
         yield Console(sys.stdout, sys.stderr)
         return

@@ -1,12 +1,8 @@
-"""specdec's drafter, controller and batch budget: the compiled core behind one small class.
-
-Per request the core keeps an own-text index, an acceptance estimate and the draft awaiting
-verification; across requests, prompt groups, a live index of the running requests, the
-per-prompt history and the cross-request suffix cache. Each step it learns from the last
-verification, drafts up to K tokens per row (K = k_max, or k_ceiling in a wave's tail) with a
-confidence per token, and, given a `StepCost`, keeps only the positions whose expected gain
-pays for their verification (packaging/specdec_native/src/controller.cc, budget.cc).
-The naive Python oracles in tests/oracles draft the same tokens.
+"""specdec's drafter, controller and batch budget: the compiled core
+(packaging/specdec_native/src/controller.cc, budget.cc) behind one small class. Each step it
+learns from the last verification, drafts up to K tokens per row with a confidence per token,
+and, given a `StepCost`, keeps only the positions whose expected gain pays for their
+verification. The naive Python oracles in tests/oracles draft the same tokens.
 
 Example (k_max = 4, no cost model, so every row drafts its full K):
 
@@ -62,14 +58,11 @@ log = logging.getLogger("vllm.specdec.controller")
 
 
 class DraftController:
-    """specdec's drafting for many requests, one call per engine step. Not thread-safe; one
-    per engine worker (see the module docstring)."""
+    """specdec's drafting for many requests, one call per engine step. Not thread-safe."""
 
     def __init__(self, config: SpecConfig, tokenizer: str | None = None, settings: CoreSettings = CORE) -> None:
-        """`tokenizer`: a hash of the tokenizer the token ids come from (specdec.models.
-        tokenizer_digest), recorded in the cache file and checked when loading one. Starts
-        from `config.cache_file` when it is usable; `cache_warning` says why it was not.
-        `settings`: the core's (tests shrink its bounds)."""
+        """`tokenizer`: specdec.models.tokenizer_digest, checked against the cache file's. Starts
+        from `config.cache_file` when usable; `cache_warning` says why it was not."""
         self.config = config
         self.tokenizer = tokenizer
         self.settings = s = settings
@@ -90,15 +83,9 @@ class DraftController:
         self._cost: StepCost | None = None  # the one the core holds
         self._engine_buffers: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
-    def step_tokens(
-        self,
-        req_ids: list[str],
-        tokens: Sequence[np.ndarray],
-        num_accepted: Sequence[int],
-        cost: StepCost | None = None,
-        num_prompt_tokens: Sequence[int] | None = None,
-        tail: bool = False,
-    ) -> list[np.ndarray]:
+    def step_tokens(self, req_ids: list[str], tokens: Sequence[np.ndarray], num_accepted: Sequence[int],
+                    cost: StepCost | None = None, num_prompt_tokens: Sequence[int] | None = None,
+                    tail: bool = False) -> list[np.ndarray]:
         """One engine step: row i is request `req_ids[i]`, its tokens so far `tokens[i]`
         ([num_tokens_i] int32/int64: prompt + verified output), of whose last draft
         `num_accepted[i]` tokens were accepted, its prompt the first `num_prompt_tokens[i]`
@@ -111,25 +98,15 @@ class DraftController:
                                                  self._use_cost(cost), tail)
         return [drafts[i, :n] for i, n in enumerate(lengths.tolist())]
 
-    def engine_step(
-        self,
-        req_ids: list[str],
-        sampled: Sequence[Sequence[int]],
-        num_tokens: np.ndarray,
-        token_ids: np.ndarray,
-        cost: StepCost | None,
-        forced_draft_tokens: int | None = None,
-        timed: bool = False,
-        num_prompt_tokens: np.ndarray | None = None,
-        tail: bool = False,
-    ) -> tuple[list[list[int]], StepSample | None]:
+    def engine_step(self, req_ids: list[str], sampled: Sequence[Sequence[int]], num_tokens: np.ndarray,
+                    token_ids: np.ndarray, cost: StepCost | None, forced_draft_tokens: int | None = None,
+                    timed: bool = False, num_prompt_tokens: np.ndarray | None = None,
+                    tail: bool = False) -> tuple[list[list[int]], StepSample | None]:
         """vLLM's proposer call, in one call to the core: the first len(sampled) of `req_ids`
-        are the batch; row i holds token_ids[i, :num_tokens[i]] (vLLM's buffers, bound once),
-        and a row whose sampled[i] is empty is still prefilling. Requests that left the batch
-        are finished first. Returns every row's draft and, when `timed`, the clean step that
-        just ran (every row decoding, none new). `forced_draft_tokens`: calibration, every
-        decoding row drafts its last token that many times. `num_prompt_tokens`: vLLM's
-        input_batch.num_prompt_tokens (by row, or None: unknown)."""
+        are the batch; row i holds token_ids[i, :num_tokens[i]] (vLLM's buffers, bound once);
+        an empty sampled[i] is still prefilling. Requests that left the batch are finished
+        first. Returns every row's draft and, when `timed`, the clean step that just ran.
+        `forced_draft_tokens`: calibration, every decoding row drafts that many tokens."""
         if token_ids is not self._engine_buffers[0] or num_tokens is not self._engine_buffers[1]:
             self.drafter.bind_tokens(token_ids)
             self._core.bind_engine(num_tokens)
@@ -156,16 +133,14 @@ class DraftController:
         self._core.finish(req_id)
 
     def finish_all(self) -> None:
-        """`finish` every live request, oldest first (a generate call ended: their tokens
-        belong in the cache before it is saved); the next step is no clean sample."""
+        """`finish` every live request, oldest first (their tokens belong in the saved cache)."""
         for req_id in self._core.active_ids():
             self._core.finish(req_id)
         self._core.forget_step_rows()
 
     def take_source_counts(self, req_ids: Sequence[str]) -> dict[str, dict[str, tuple[int, int]]]:
-        """Per request of `req_ids` (running or finished) with any: its drafted tokens verified,
-        and accepted, per drafting source (DRAFT_SOURCES) since the last take, then zeroed (a
-        finished request's are then forgotten)."""
+        """Per request of `req_ids` with any: its drafted tokens verified, and accepted, per
+        source (DRAFT_SOURCES) since the last take, then zeroed."""
         return self.drafter.take_source_counts(list(req_ids))
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
@@ -192,8 +167,7 @@ class DraftController:
                              history_tokens)
 
     def load_contents(self, contents: CacheContents) -> None:
-        """Start from a file's contents: its sequences into the cache (oldest first: the bound
-        evicts the oldest), its completions into the history."""
+        """Start from a file's contents, oldest first (the bound evicts the oldest)."""
         for seq_id, seq in zip(contents.ids, contents.sequences(), strict=True):
             self.drafter.cache.insert(seq_id, np.ascontiguousarray(seq, dtype=np.int32))
         self.drafter.load_history(np.ascontiguousarray(contents.history_digests, dtype=np.uint64),
@@ -207,8 +181,8 @@ class DraftController:
 
 
 def load_cache_file(path: str | None, tokenizer: str | None) -> tuple[CacheContents | None, str | None]:
-    """A saved cache's contents, or none: a missing file is a first run; a damaged, foreign,
-    header-less or other-tokenizer file is moved aside with a warning (never a failed run)."""
+    """A saved cache's contents, or none: an unusable file is moved aside with a warning
+    (never a failed run)."""
     if not path:
         return None, None
     try:

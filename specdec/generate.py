@@ -1,10 +1,6 @@
-"""The one generate path: validated prompt rows -> results table + quarantined rows.
-
-`specdec generate` (one file) and the pipeline's worker (many shards) both go through
-`generate_shards`: the same tokenize policy (specdec.prompts), the same engine reuse
-(specdec.engine_cache), the same stream through one engine (specdec.streaming) and the same
-rule for bad input: a row that cannot run is quarantined with its reason, the others run.
-A row runs as one request per sample; results are keyed by (id, sample).
+"""The one generate path: validated prompt rows -> results table + quarantined rows, for
+`specdec generate` (one file) and the pipeline's worker (many shards) alike. A row that cannot
+run is quarantined with its reason, the others run; results are keyed by (id, sample).
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ C = TypeVar("C")  # what the caller carries with each shard
 
 @dataclasses.dataclass
 class Generation:
-    """What one shard (or file) produced."""
 
     results: pa.Table
     stats: ShardStats
@@ -67,10 +62,8 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
                     on_progress: Callable[[Any], None] | None = None) -> StreamTotals:
     """Generate every shard through one engine stream; `on_done(context, generation, error)`
     gets each shard once, as soon as its last request finishes (in a background thread unless
-    `sequential`: shards one at a time, no thread). Shards are tokenized ahead of the engine,
-    at most `params.read_ahead_requests` requests ahead. `strict`: a row that cannot run fails
-    its shard before anything of it is generated. The engine's settings are checked against
-    this vLLM build and the models (ConfigError, ModelError) before any shard is read."""
+    `sequential`). `strict`: a row that cannot run fails its shard before any of it runs.
+    Raises ConfigError or ModelError before any shard is read."""
     engine_configs(params)
     resolved: list[dict[str, Any]] = [{}]  # of the stream's latest engine
 

@@ -1,10 +1,6 @@
-"""`specdec generate`: one Parquet file of prompts in; one Parquet file of results out (one
-row per prompt and sample, keyed by id and sample), and the rows that could not run in a
-quarantine file beside it.
-
-Exit status: 0 when every row was completed or quarantined and at least one completed;
-1 when none completed; 2 for unusable input (unreadable file, missing columns) and, with
-`--strict`, for any bad row (nothing is generated then).
+"""`specdec generate`: one Parquet file of prompts in, one of results out, and the rows that
+could not run in a quarantine file beside it. Exit status: 0 when at least one row completed;
+1 when none did; 2 for unusable input and, with `--strict`, for any bad row.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Handing items between threads, generic over what they carry: a bounded read-ahead (or its
-inline stand-in, same interface) and an in-order finisher. They know nothing of shards: the
-stream (specdec.streaming) says how big an item is and what to call with it."""
+"""Handing items between threads: a bounded read-ahead (or its inline stand-in) and an
+in-order finisher. Generic: the stream says how big an item is and what to call with it."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ class Source(Protocol[T]):
     def take(self, block: bool) -> T | None:
         """The next item, or None: none ready (when not blocking) or no more (`exhausted`)."""
 
-    def release(self, size: int) -> None:
-        """`size` of what was taken is no longer held (it moved on, or was dropped)."""
+    def release(self, size: int) -> None: ...  # `size` of what was taken moved on or was dropped
 
     def close(self) -> None: ...
 
@@ -53,8 +51,7 @@ class Inline(Generic[T]):
 
 class ReadAhead(Generic[T]):
     """A `Source` that iterates `items` in a thread, in the caller's context; it holds at most
-    `max_size` (in `size(item)` units) not yet released (an item larger than that still goes,
-    alone). An item taken still counts until its size is `release`d."""
+    `max_size` (in `size(item)` units) until `release`d (a larger item still goes, alone)."""
 
     def __init__(self, items: Iterable[T], max_size: int, size: Callable[[T], int]) -> None:
         self.max_size = max(1, max_size)
@@ -115,8 +112,7 @@ class ReadAhead(Generic[T]):
 
 
 class Finisher(Generic[T]):
-    """Hands items to `deliver` in order, in a thread (or at once, `inline`), keeping what it
-    raises; `name(item)` names an item in the log."""
+    """Hands items to `deliver` in order, in a thread (or at once, `inline`), keeping what it raises."""
 
     def __init__(self, deliver: Callable[[T], None], inline: bool, name: Callable[[T], str] = str) -> None:
         self.deliver = deliver

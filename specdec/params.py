@@ -1,12 +1,6 @@
-"""The one parameter model: every generation parameter users set (the engine's and the
-drafter's defaults are written once, in specdec.config, and taken from there).
-
-`specdec generate`, `specdec bench`, the pipeline's `specdec run` and the Prefect flow all
-take their options from `GenerationParams` (command-line options are derived from its
-fields by `specdec.cli_options`, the flow's parameters by the pipeline). The engine's,
-drafter's and sampler's internal configs are built from it, and `config_hash` covers only
-the fields that decide the output (marked `decides_output`): the model and draft model by
-content, never by path.
+"""The one parameter model: every generation parameter users set, for every entry point
+(the engine's and drafter's defaults are written once, in specdec.config). `config_hash`
+covers only the fields marked `decides_output`: the models by content, never by path.
 """
 
 from __future__ import annotations
@@ -35,16 +29,14 @@ def _default(config: type, name: str) -> Any:
 
 
 def decides_output(description: str, methods: tuple[str, ...] | None = None, when_set: bool = False) -> dict[str, Any]:
-    """Marks a field that changes what the model outputs: it enters the config hash (a
-    drafting option only for the `methods` it applies to; with `when_set`, only when it is
-    set, so that runs from before the field existed keep their hash)."""
+    """Marks a field that enters the config hash (only for `methods`; with `when_set`, only
+    when set, so that runs from before the field existed keep their hash)."""
     return {"description": description,
             "json_schema_extra": {"decides_output": True, "methods": methods, "when_set": when_set}}
 
 
-# vLLM engine arguments that size, schedule or place the engine's work, never what a request
-# outputs: given in engine_args, they stay out of the config hash (a resume across them is
-# safe). Every other name in engine_args enters the hash.
+# vLLM engine arguments that size, schedule or place the work, never what a request outputs:
+# they stay out of the config hash (a resume across them is safe); other engine_args enter it.
 ENGINE_ARGS_OUTSIDE_HASH = (
     "block_size", "cpu_offload_gb", "kv_offloading_size", "num_gpu_blocks_override", "enable_chunked_prefill",
     "long_prefill_token_threshold", "scheduling_policy", "async_scheduling", "distributed_executor_backend",
@@ -205,8 +197,7 @@ class GenerationParams(BaseModel):
 
 
 def output_fields(model: type[BaseModel], method: str, values: BaseModel | None = None) -> list[str]:
-    """The fields that decide the output of a run with `method` (with `values`: of those
-    that count only when set, the ones set there)."""
+    """The fields that decide the output of a run with `method` (`when_set` ones: set in `values`)."""
     names = []
     for name, field in model.model_fields.items():
         mark = field.json_schema_extra or {}

@@ -1,12 +1,7 @@
-"""Read and validate a Parquet file of prompts, and turn rows into engine requests.
-
-Input columns: `id` (string) and `prompt` (string); optional `messages` (chat turns as a
-JSON list of {"role", "content"}, rendered with the model's chat template; used instead of
-`prompt` when present and not null), `max_tokens` (per-row integer) and `samples` (per-row
-completions of the prompt; null: the run's setting). Every problem is reported with the file
-and the row, so a user can find it. One policy for every entry point (`specdec generate`,
-the flow, the bench): `validate_rows`, then `tokenize_rows`, which makes one request per
-sample.
+"""Read and validate a Parquet file of prompts, and turn rows into engine requests: one
+policy for every entry point (`validate_rows`, then `tokenize_rows`). Columns: `id`, `prompt`;
+optional `messages` (JSON chat turns, used instead of `prompt` when not null), `max_tokens`
+and `samples` (null: the run's setting). Every problem names the file and the row.
 """
 
 from __future__ import annotations
@@ -58,10 +53,8 @@ def read_prompt_table(path: str | Path) -> pa.Table:
 
 
 def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[RejectedRow]]:
-    """Split a prompt table into valid rows and rejected rows (with reasons).
-
-    Missing required columns or wrong column types make the whole file invalid.
-    """
+    """Split a prompt table into valid rows and rejected rows (with reasons); a missing
+    column or a wrong column type raises InputError for the whole file."""
     names = set(table.column_names)
     for required in ("id", "prompt"):
         if required not in names:
@@ -98,9 +91,7 @@ def _check_type(table: pa.Table, name: str, predicate: Any, source: str) -> None
 
 
 @dataclasses.dataclass(frozen=True)
-class InvalidText:
-    """A string cell whose bytes are not valid UTF-8 (e.g. an encoded lone surrogate)."""
-
+class InvalidText:  # a cell that rejects its row: invalid UTF-8, a non-integer sample count
     reason: str
 
 
@@ -147,10 +138,9 @@ def _validate_row(i: int, columns: dict[str, list[Any]], seen: set[str]) -> Prom
 
 
 def _sample_cells(column: pa.ChunkedArray) -> list[Any]:
-    """The `samples` column's values: ints, None (the run's setting), or InvalidText for a
-    cell that is not a whole number. Any column type is read, so that one odd cell rejects
-    its row, never the file: floats count when whole (2.0, as pandas writes an integer
-    column with nulls), anything else (text, booleans, 2.5) is not an integer."""
+    """The `samples` column's values: ints, None, or InvalidText. Any column type is read, so
+    that one odd cell rejects its row, never the file; whole floats count (pandas writes an
+    integer column with nulls as floats)."""
     kind = column.type
     values = column.to_pylist()
     if pa.types.is_integer(kind) or pa.types.is_null(kind):
@@ -168,9 +158,8 @@ def _sample_cells(column: pa.ChunkedArray) -> list[Any]:
 
 def reject_greedy_samples(rows: Sequence[PromptRow], temperature: float, source: str
                           ) -> tuple[list[PromptRow], list[RejectedRow]]:
-    """Rows asking for more than one sample under greedy decoding (temperature 0), which
-    would give every sample the same completion, are rejected naming the file and the row;
-    the others pass. (The run's own setting is checked by GenerationParams.)"""
+    """Rejects the rows asking for more than one sample under greedy decoding (every sample
+    would be the same); the others pass."""
     if temperature != 0:
         return list(rows), []
     passed, rejected = [], []
@@ -199,30 +188,17 @@ def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:
     return messages
 
 
-def to_requests(
-    rows: Sequence[PromptRow],
-    tokenizer: Any,
-    default_max_tokens: int,
-    max_model_len: int,
-    source: str,
-    prompt_format: str,
-    samples: int = 1,
-    seed: int | None = None,
-) -> list[GenerationRequest]:
-    """Tokenize rows (see `prompt_token_ids`); a too-long prompt raises InputError.
-
-    A row becomes one request per sample (its own `samples`, else `samples`), adjacent so
-    that a row's samples run in the same batch, with the row's id and sample 0, 1, ...; with
-    a run `seed`, each gets its own seed (specdec.sampling_seeds), else None."""
+def to_requests(rows: Sequence[PromptRow], tokenizer: Any, default_max_tokens: int, max_model_len: int, source: str,
+                prompt_format: str, samples: int = 1, seed: int | None = None) -> list[GenerationRequest]:
+    """Tokenize rows; a too-long prompt raises InputError. A row becomes one request per sample,
+    adjacent so that they run in the same batch; with a run `seed`, each gets its own seed."""
     requests = []
     for row in rows:
         max_tokens = row.max_tokens or default_max_tokens
         token_ids = prompt_token_ids(row, tokenizer, prompt_format)
         if len(token_ids) + max_tokens > max_model_len:
-            raise InputError(
-                f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
-                f"with max_tokens={max_tokens} it exceeds the model length {max_model_len}"
-            )
+            raise InputError(f"{source}: row {row.index} (id={row.id!r}): prompt has {len(token_ids)} tokens; "
+                             f"with max_tokens={max_tokens} it exceeds the model length {max_model_len}")
         tokens = tuple(int(t) for t in token_ids)
         requests.extend(
             GenerationRequest(row.id, tokens, max_tokens, sample=i,
@@ -248,9 +224,8 @@ def prompt_token_ids(row: PromptRow, tokenizer: Any, prompt_format: str) -> list
 def tokenize_rows(rows: Sequence[PromptRow], tokenizer: Any, default_max_tokens: int, max_model_len: int,
                   source: str, prompt_format: str, samples: int = 1, seed: int | None = None
                   ) -> tuple[list[GenerationRequest], list[RejectedRow]]:
-    """Requests for the rows that tokenize and fit (one per sample, see `to_requests`); any
-    other row is rejected with its reason (a too-long prompt or a template refusing its
-    turns rejects that row, never the batch)."""
+    """Requests for the rows that tokenize and fit (see `to_requests`); any other row is
+    rejected with its reason, never the batch."""
     requests: list[GenerationRequest] = []
     rejected: list[RejectedRow] = []
     for row in rows:

@@ -1,8 +1,5 @@
-"""Quarantined input: rows (or whole files) that did not become outputs, with the reason.
-
-One schema everywhere: the quarantine Parquet file `specdec generate` writes beside its
-output has the columns of the pipeline's DuckDB `quarantine` table.
-"""
+"""Quarantined input: rows (or whole files) that did not become outputs, with the reason
+(one schema: `specdec generate`'s quarantine file and the pipeline's table)."""
 
 from __future__ import annotations
 
@@ -34,5 +31,4 @@ def quarantine_table(rejected: Sequence[RejectedRow], run_id: str | None, shard_
 
 
 def quarantine_path(output: Path) -> Path:
-    """Where the quarantine file of an output file goes: beside it."""
     return output.with_name(f"{output.stem}.quarantine.parquet")

@@ -44,9 +44,8 @@ ADDED_COLUMNS = {"sample": pa.scalar(0, pa.int32()), "num_samples": pa.scalar(1,
 
 
 def with_current_names(table: pa.Table) -> pa.Table:
-    """A results table as an older worker staged it, with today's column names and the
-    columns it did not have yet (a fleet is upgraded one worker at a time, so ingest meets
-    both)."""
+    """An older worker's results table with today's column names and columns (a fleet is
+    upgraded one worker at a time, so ingest meets both)."""
     for name, value in ADDED_COLUMNS.items():
         if name not in table.column_names:
             table = table.append_column(name, pa.repeat(value, table.num_rows))
@@ -70,17 +69,9 @@ def results_to_table(
         num_samples = collections.Counter(res.id for res in results)
     rows = []
     for res in results:
-        row = {
-            "id": res.id,
-            "sample": res.sample,
-            "num_samples": num_samples[res.id],
-            "completion": res.completion,
-            "output_token_ids": res.output_token_ids,
-            "finish_reason": res.finish_reason,
-            "method": method,
-            "config_hash": config_hash,
-            "engine_s": res.engine_s,
-        }
+        row = {"id": res.id, "sample": res.sample, "num_samples": num_samples[res.id], "completion": res.completion,
+               "output_token_ids": res.output_token_ids, "finish_reason": res.finish_reason, "method": method,
+               "config_hash": config_hash, "engine_s": res.engine_s}
         row.update(res.stats.to_columns())
         rows.append(row)
     table = pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)

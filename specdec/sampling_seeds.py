@@ -1,8 +1,5 @@
-"""One sampling seed per (run seed, row id, sample index).
-
-A request's seed must not depend on where it sits in a generate call: a resumed run, another
-batch size or a shard split differently must give each sample the same seed, so it is a hash
-of what identifies the sample, not its position.
+"""One sampling seed per (run seed, row id, sample index): a hash of what identifies the
+sample, never its position, so that resumes and other batchings give each sample the same seed.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""Acceptance statistics, one module: request -> shard -> run. Data only, no I/O.
+"""Acceptance statistics: request -> shard -> run. Data only, no I/O.
 
-Notation as in vLLM: a *draft* is one proposal of up to K tokens for one request in one
-step; *accepted* tokens are draft tokens the target agreed with; every target forward also
-yields one token of its own (recovered or bonus), so forwards = output tokens - accepted.
-
-Each figure is named by its formula:
+Every target forward yields one token of its own besides the accepted draft tokens, so
+forwards = output tokens - accepted. Figures, named by their formula:
 - acceptance_rate    = num_accepted_tokens / num_draft_tokens
-- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included).
-  vLLM's "mean acceptance length" (1 + accepted / drafts, drafted steps only) is a different
-  figure; older files call ours `mean_accepted_length` (see LEGACY_NAMES).
-- tokens_per_engine_s = num_output_tokens / engine_s, where engine_s sums the engine seconds
-  attributed to each request (its share of every step it produced tokens in; 0.0: the
-  engine did not attribute time, so the figure is unknown).
+- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included;
+  not vLLM's "mean acceptance length", which counts drafted steps only)
+- tokens_per_engine_s = num_output_tokens / engine_s (0.0: the engine did not attribute time)
 """
 
 from __future__ import annotations
@@ -25,15 +19,28 @@ from specdec.native import draft_sources
 # Names that older workers and databases used for today's figures: old -> new.
 LEGACY_NAMES: dict[str, str] = {"mean_accepted_length": "tokens_per_forward"}
 
-# Where specdec's drafted tokens came from (the drafter's evidence kinds, named by the compiled
-# core): the request's own text, the cross-request cache, its prompt's other samples, earlier
-# runs' completions of its prompt (the history in the cache file), and the text of any running
-# request.
+# Where specdec's drafted tokens came from, as the compiled core names them (own text, cache,
+# sibling samples, history, live requests).
 DRAFT_SOURCES: tuple[str, ...] = draft_sources()
 
 
+class _Rates:
+    num_output_tokens: int
+    num_steps: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return _ratio(self.num_output_tokens, self.num_steps)
+
+
 @dataclasses.dataclass
-class RequestStats:
+class RequestStats(_Rates):
     """Per-request acceptance figures as the engine really ran them."""
 
     num_output_tokens: int
@@ -44,14 +51,6 @@ class RequestStats:
     accepted_per_pos: list[int]
     k_histogram: list[int]
     num_fallback_steps: int
-
-    @property
-    def acceptance_rate(self) -> float:
-        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
-
-    @property
-    def tokens_per_forward(self) -> float:
-        return _ratio(self.num_output_tokens, self.num_steps)
 
     def to_columns(self) -> dict[str, Any]:
         """One row of the results table (RESULT_SCHEMA's statistics columns)."""
@@ -69,20 +68,12 @@ def accepted_per_position(per_step_accepted: Sequence[int], k_ceiling: int) -> l
     return counts
 
 
-def request_stats(
-    num_output_tokens: int,
-    per_step_drafted: Sequence[int],
-    per_step_accepted: Sequence[int],
-    k_ceiling: int,
-    speculative: bool = True,
-) -> RequestStats:
-    """Per-request figures from the verified drafts, as the engine records them (vLLM's
-    detailed per-request metrics: one entry per decode step that verified a draft).
-
-    The replay simulator and the real engine both build their RequestStats here, so their
-    figures mean the same thing. A decode step is a forward after the prefill's; those that
-    verified no draft are the fallback steps, and the K histogram counts every decode step
-    by its draft's length (index 0: no draft; for speculative methods only)."""
+def request_stats(num_output_tokens: int, per_step_drafted: Sequence[int], per_step_accepted: Sequence[int],
+                  k_ceiling: int, speculative: bool = True) -> RequestStats:
+    """Per-request figures from vLLM's detailed per-request metrics (one entry per decode step
+    that verified a draft); the replay simulator builds its RequestStats here too. Decode
+    steps without a draft are the fallback steps; the K histogram counts every decode step by
+    its draft's length (index 0: no draft; speculative methods only)."""
     num_accepted = int(sum(per_step_accepted))
     num_steps = max(1, num_output_tokens - num_accepted) if num_output_tokens else 0
     k_histogram: list[int] = []
@@ -93,19 +84,13 @@ def request_stats(
         for drafted in per_step_drafted:
             k_histogram[drafted] += 1
     return RequestStats(
-        num_output_tokens=num_output_tokens,
-        num_steps=num_steps,
-        num_drafts=len(per_step_drafted),
-        num_draft_tokens=int(sum(per_step_drafted)),
-        num_accepted_tokens=num_accepted,
-        accepted_per_pos=accepted_per_position(per_step_accepted, k_ceiling),
-        k_histogram=k_histogram,
-        num_fallback_steps=num_fallback,
-    )
+        num_output_tokens=num_output_tokens, num_steps=num_steps, num_drafts=len(per_step_drafted),
+        num_draft_tokens=int(sum(per_step_drafted)), num_accepted_tokens=num_accepted,
+        accepted_per_pos=accepted_per_position(per_step_accepted, k_ceiling), k_histogram=k_histogram,
+        num_fallback_steps=num_fallback)
 
 
-class AttributedRequest(Protocol):
-    """A request's result with its engine time (specdec.types.GenerationResult)."""
+class AttributedRequest(Protocol):  # specdec.types.GenerationResult
 
     stats: RequestStats
     engine_s: float  # engine seconds attributed to the request; 0.0: not attributed
@@ -115,7 +100,7 @@ _T = TypeVar("_T", bound="Totals")
 
 
 @dataclasses.dataclass
-class Totals:
+class Totals(_Rates):
     """Sums of per-request figures over a group of requests (a shard, a run)."""
 
     num_requests: int = 0
@@ -134,20 +119,11 @@ class Totals:
     engine_s: float = 0.0  # engine seconds attributed to the requests (0.0: not attributed)
 
     @property
-    def acceptance_rate(self) -> float:
-        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
-
-    @property
-    def tokens_per_forward(self) -> float:
-        return _ratio(self.num_output_tokens, self.num_steps)
-
-    @property
     def tokens_per_engine_s(self) -> float:
         return _ratio(self.num_output_tokens, self.engine_s)
 
     def add(self, other: "Totals | RequestStats", engine_s: float = 0.0) -> None:
-        """Add a request's figures (counts it) with the engine seconds attributed to it, or
-        another group's sums (engine seconds included)."""
+        """Add a request's figures with its engine seconds, or another group's sums."""
         self.num_requests += other.num_requests if isinstance(other, Totals) else 1
         self.engine_s += other.engine_s if isinstance(other, Totals) else engine_s
         for name in _COUNTERS:
@@ -179,9 +155,8 @@ class Totals:
 
     @classmethod
     def from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:
-        """Read back `to_dict()`, also as older workers wrote it: missing fields keep their
-        defaults; derived figures (under today's or a legacy name) and unknown keys, such as
-        a newer worker's additions, are ignored."""
+        """Read back `to_dict()`, also an older or newer worker's: missing fields keep their
+        defaults; derived figures and unknown keys are ignored."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for name, value in data.items():
@@ -200,8 +175,7 @@ _SECONDS = ("engine_s",)
 
 
 @dataclasses.dataclass
-class ShardStats(Totals):
-    """Sums over the requests of one shard (or any group of requests)."""
+class ShardStats(Totals):  # sums over the requests of one shard (or any group)
 
     @classmethod
     def aggregate(cls, requests: Iterable[RequestStats]) -> "ShardStats":
@@ -221,8 +195,7 @@ class ShardStats(Totals):
 
 
 @dataclasses.dataclass
-class RunStats(Totals):
-    """Sums over the shards of one run."""
+class RunStats(Totals):  # sums over the shards of one run
 
     num_shards: int = 0
 

@@ -1,11 +1,7 @@
-"""The step-cost model in one place: what a target forward costs (`StepCost`), its fit to
-measured steps, and the timer that keeps it fitted while the engine runs.
-
-vLLM calls the proposer once per step, right after the target forward: the time from the end
-of one call to the start of the next is one forward over the rows and draft tokens the
-previous call handed out. The compiled controller measures the clean ones (every row
-decoding, none new) as `StepSample`s; `StepTimer` keeps them and refits `StepCost`, which the
-batch budget prices drafts with.
+"""The step-cost model: what a target forward costs (`StepCost`), its fit to measured steps,
+and the timer that keeps it fitted while the engine runs. The time between two proposer calls
+is one forward over what the previous call handed out; the compiled controller measures the
+clean ones (every row decoding, none new) as `StepSample`s.
 """
 
 from __future__ import annotations
@@ -31,9 +27,8 @@ class StepCostModel(Protocol):
 
 class StepSample(NamedTuple):
     """One measured decode step: rows, scheduled tokens (rows + draft tokens), the context
-    those rows already held in the KV cache (their tokens before the step), the context of
-    the rows that drafted, seconds. A named tuple: one is made every engine
-    step, and a batch of them is one array."""
+    those rows held in the KV cache, that of the rows that drafted, seconds. A named tuple:
+    one is made every engine step, and a batch of them is one array."""
 
     num_seqs: int
     num_tokens: int
@@ -66,12 +61,9 @@ def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
-    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0).
-
-    The KV term is attention reading the context; the draft-KV term is what a row's first
-    drafted token costs over its context (vLLM's CPU attention takes a row with more than
-    one query token at a cost that grows with its context, once per row; near zero on a GPU).
-    """
+    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0). The draft-KV
+    term: vLLM's CPU attention takes a row with more than one query token at a cost that grows
+    with its context, once per row (near zero on a GPU)."""
 
     fixed_s: float
     per_seq_s: float
@@ -85,13 +77,9 @@ class StepCost:
 
 
 def fit_step_cost(samples: Sequence[StepSample], min_samples: int = 8) -> StepCost | None:
-    """Least-squares fit of `StepCost` to relative errors (coefficients kept non-negative), or None.
-
-    None when there are too few samples, or when they cannot tell the cost of a draft
-    token apart from the cost of a row (every sample drafted nothing). Steps slowed by
-    something else (another process, a collection) are dropped: a step is never faster than
-    its work, so only samples far above the fit count as outliers.
-    """
+    """Least-squares fit of `StepCost` to relative errors (coefficients >= 0), or None: too few
+    samples, or none drafted. Only samples far above the fit are dropped as outliers: a step
+    is never faster than its work, but may be slowed by something else."""
     table = np.array(samples, dtype=np.float64).reshape(-1, NUM_SHAPE_FIELDS + 1)
     return fit_step_cost_arrays(table[:, :NUM_SHAPE_FIELDS], table[:, NUM_SHAPE_FIELDS], min_samples)
 
@@ -171,11 +159,9 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class StepTimer:
-    """The clean steps' samples (calibration and the most recent) and the fit of them.
-
-    A refit comes once `refit_every` new samples covering at least `refit_rows` rows have
-    arrived (small batches refit less often); new samples wait in a list until then, so a
-    step costs an append."""
+    """The clean steps' samples (calibration and the most recent) and the fit of them. A refit
+    comes after `refit_every` new samples of at least `refit_rows` rows; until then a step
+    costs an append."""
 
     def __init__(self, max_samples: int = 512, refit_every: int = REFIT_EVERY, refit_rows: int = REFIT_ROWS) -> None:
         self.calibration: list[StepSample] = []

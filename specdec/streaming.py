@@ -1,15 +1,8 @@
-"""One stream per worker: shards are loaded ahead (caller's iterator, read-ahead thread,
-bounded), their requests share one engine (held at twice its batch), and each shard goes to
-`on_outcome` in a finisher thread the moment its last request finishes. Requests start in
-arrival order, so shards commit promptly; once every shard is loaded, the rest of the run
-starts longest expected first where earlier runs tell it (`ShardRequests.expected_tokens`):
-the run's tail is its last long requests. A failing shard fails alone; a stalled engine fails
-the shards in it and a fresh one takes the rest. `sequential=True` takes one shard at a time,
-loaded in the caller's thread once the last one ended: `specdec generate`'s one file needs no
-thread, and the run bench measures the stream against it.
-
-A shard's stages here: `ShardRequests` (loaded and tokenized, the caller's `context` with it)
--> `_InEngine` -> `ShardOutcome`."""
+"""One stream per worker: shards are loaded ahead (bounded), their requests share one engine
+(held at twice its batch), and each shard goes to `on_outcome` the moment its last request
+finishes. Requests start in arrival order, so shards commit promptly; once every shard is
+loaded, the rest starts longest expected first: the run's tail is its last long requests.
+A failing shard fails alone; a stalled engine fails the shards in it, a fresh one takes the rest."""
 
 from __future__ import annotations
 
@@ -82,8 +75,7 @@ EngineFactory = Callable[[], tuple[Any, float]]  # () -> (engine, seconds spent 
 
 
 class EngineHolder:
-    """The stream's engine, started on first use by whichever thread needs it first (the
-    read-ahead thread needs its tokenizer, the stream its requests), and again after one died."""
+    """The stream's engine, started by whichever thread needs it first, and again after one died."""
 
     def __init__(self, start: EngineFactory) -> None:
         self._start = start
@@ -117,17 +109,10 @@ class EngineHolder:
             kill()
 
 
-def run_stream(
-    loads: Iterable[ShardRequests[C]],
-    engines: EngineHolder,
-    sampling: SamplingOptions,
-    on_outcome: Callable[[ShardOutcome[C]], None],
-    *,
-    read_ahead_requests: int,
-    stall_timeout_s: float | None = None,
-    sequential: bool = False,
-    on_progress: Callable[[GenerationResult], None] | None = None,
-) -> StreamTotals:
+def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, sampling: SamplingOptions,
+               on_outcome: Callable[[ShardOutcome[C]], None], *, read_ahead_requests: int,
+               stall_timeout_s: float | None = None, sequential: bool = False,
+               on_progress: Callable[[GenerationResult], None] | None = None) -> StreamTotals:
     """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
     background thread unless `sequential`). Raises what the caller's `loads` raised, the
     first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
@@ -188,8 +173,7 @@ class _StreamRunner(Generic[C]):
             self.stream = None
 
     def _hook(self, name: str, *args: Any) -> None:
-        """Call the engine's optional `name` (test doubles may have none)."""
-        hook = getattr(self.engine, name, None)
+        hook = getattr(self.engine, name, None)  # optional: test doubles may have none
         if hook is not None:
             hook(*args)
 
@@ -199,7 +183,6 @@ class _StreamRunner(Generic[C]):
                 self._run_engine(watch)
 
     def _run_engine(self, watch: StallWatch) -> None:
-        """Step until the stream is done or the engine failed."""
         while True:
             watch.pause()  # waiting for shards is not the engine's stall
             self._top_up()
@@ -220,14 +203,12 @@ class _StreamRunner(Generic[C]):
             for item in finished:
                 self._finished(item.owner, item.index, item.result)
 
-    def _capacity(self) -> int:
-        """Requests the engine should hold: a full batch running and as many waiting."""
+    def _capacity(self) -> int:  # a full batch running and as many waiting
         max_num_seqs = getattr(getattr(self.engine, "engine_config", None), "max_num_seqs", 16)
         return 2 * max_num_seqs
 
     def _top_up(self) -> None:
-        """Open every shard the source has ready (sequential: the next one only once this one
-        ended), then add waiting requests up to the capacity."""
+        """Open every shard the source has ready, then add waiting requests up to the capacity."""
         while not self.source.exhausted and not (self.sequential and self.open):
             shard = self.source.take(block=not self.open)  # wait only when the engine has nothing to do
             if shard is not None:
@@ -255,8 +236,7 @@ class _StreamRunner(Generic[C]):
             self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
 
     def _longest_first(self) -> None:
-        """The run's last window (every shard loaded): its waiting requests start longest
-        expected first, so that no long one starts last and runs alone."""
+        """Every shard loaded: longest expected first, so that no long request starts last and runs alone."""
         self.waiting = [(-expected, arrival, key, index, expected)
                         for _, arrival, key, index, expected in self.waiting]
         heapq.heapify(self.waiting)
@@ -295,8 +275,7 @@ class _StreamRunner(Generic[C]):
         self._hook("stop_stalled", self.stall_timeout_s or 0.0)
 
     def _engine_failed(self, exc: Exception) -> None:
-        """The engine died or stalled: the shards in it fail (each named), a fresh engine
-        takes the rest."""
+        """The shards in the dead engine fail (each named); a fresh engine takes the rest."""
         failed = [key for key, shard in self.open.items() if shard.num_added]
         log.error("the engine failed with %d shard(s) in it: %s", len(failed), exc)
         for key in failed:

@@ -39,6 +39,5 @@ class GenerationResult:
     per_step_drafted: list[int] = dataclasses.field(default_factory=list)
     per_step_accepted: list[int] = dataclasses.field(default_factory=list)
     sample: int = 0  # the request's sample index: results are keyed by (id, sample)
-    # Engine seconds attributed to this request: its share, by tokens, of each engine step it
-    # produced tokens in (specdec.engines.engine_stream); 0.0 where the engine does not attribute.
+    # Engine seconds attributed to this request (specdec.engines.engine_stream); 0.0: not attributed
     engine_s: float = 0.0

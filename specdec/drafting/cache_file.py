@@ -1,27 +1,11 @@
-"""The file a cross-request draft cache is saved to (`--cache-file`): a versioned header,
-checked before anything is used, an atomic write, and the cached sequences and the
-per-prompt history as payload.
+"""The file a cross-request draft cache is saved to (`--cache-file`): a NumPy `.npz` whose
+`meta` entry is JSON `{"format": "specdec-draft-cache", "version": 3, "tokenizer": <hash or
+null>, "max_depth", "ids"}`; the payload is `CacheContents`' arrays. The trie is rebuilt on load.
 
-Format: a NumPy `.npz` archive. Its `meta` entry is JSON:
-`{"format": "specdec-draft-cache", "version": 3, "tokenizer": <hash or null>, "max_depth",
-"ids"}`; the payload is `tokens` (int32, every cached sequence's tokens one after another,
-oldest sequence first) and `lengths` (int64, one per sequence), then the history
-(prompt_history): `history_digests` (uint64, the prompt digest of each completion),
-`history_lengths` (int64) and `history_tokens` (int32, the completions one after another),
-oldest completion first. Both drafters (the Python reference and the compiled core) save and
-load this payload, so a file written by one loads into the other; the trie or suffix tree is
-never stored, it is rebuilt on load.
-
-Versions 1 (the first file with this header: one array `s<i>` per sequence and a node budget
-in `max_nodes`) and 2 (the cache alone) still load, with an empty history; a version 1 node
-budget is ignored, the loading cache's token budget applies. Token ids only mean something
-to the tokenizer that made them, so a file written with another tokenizer is refused like a
-damaged one, and so is a file without the header (any older specdec's): nothing says which
-tokenizer wrote it. `read` raises CacheFileError, naming the file and what is wrong, for a
-truncated, corrupt or foreign file, an unknown format version or another tokenizer;
-`set_aside` moves such a file out of the way so the run can start cold and the next save
-starts a good one. `write` goes through a temporary file of its own (unique per writer) and
-an atomic rename: two workers saving the same file at once leave one complete file.
+Versions 1 (one array `s<i>` per sequence; its node budget is ignored) and 2 (no history)
+still load. A file of another tokenizer, or without the header, is refused like a damaged one:
+token ids only mean something to the tokenizer that made them. `write` goes through a unique
+temporary file and an atomic rename: two workers saving at once leave one complete file.
 """
 
 from __future__ import annotations
@@ -72,14 +56,6 @@ class CacheContents:
         """(prompt digest, completion as int64) per history completion, oldest first."""
         return list(zip((int(d) for d in self.history_digests), _split(self.history_tokens, self.history_lengths)))
 
-    def with_history(self, history: list[tuple[int, np.ndarray]]) -> "CacheContents":
-        """These contents with `history` ((digest, completion), oldest first) as the history."""
-        tokens = [np.asarray(c) for _, c in history]
-        return dataclasses.replace(
-            self, history_digests=np.array([d for d, _ in history], dtype=np.uint64),
-            history_lengths=np.array([t.size for t in tokens], dtype=np.int64),
-            history_tokens=np.concatenate(tokens).astype(np.int32) if tokens else _no_ints(np.int32))
-
 
 def _split(tokens: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
     ends = np.cumsum(lengths)
@@ -101,9 +77,8 @@ def write_contents(path: str | Path, contents: CacheContents, tokenizer: str | N
 
 
 def read_contents(path: str | Path, tokenizer: str | None) -> CacheContents:
-    """The sequences and history of a usable file of any readable version (no history before
-    version 3). Raises FileNotFoundError or CacheFileError (also for a payload that does not
-    add up)."""
+    """The contents of a usable file of any readable version. Raises FileNotFoundError or
+    CacheFileError (also for a payload that does not add up)."""
     meta, arrays = read(path, tokenizer)
     try:
         return _contents(meta, arrays)

@@ -1,15 +1,8 @@
-"""Calibrates the batch budget's step-cost model when a specdec engine starts.
-
-A few short generations at batch sizes 1, 4 and 16, each without drafts and with forced drafts
-of k_max tokens (plus one at `max_num_seqs` without drafts), give step times over a spread of
-rows and tokens; a few generations over long prompts set the context's cost apart from the
-rows' and a drafting row's attention over its context apart from a drafted token's own cost.
-The worker fits `StepCost` (specdec.step_cost) to them and keeps refining it while it runs.
-Each generation's prefill is timed too (its wall time less its decode steps). Samples are
-cached per machine and engine configuration under the project home, so only the first
-engine of that kind pays for it. A cached set is checked once per process against a fresh
-short run: one measured while the machine was loaded (or idle, when it is loaded now) would
-price drafts wrongly for good, since steps without drafts never correct a draft's cost.
+"""Calibrates the batch budget's step-cost model when a specdec engine starts: short
+generations with and without forced drafts, over a spread of batch sizes and prompt lengths
+(`calibration_runs`). Samples are cached per machine and engine configuration; a cached set
+is checked once per process against a fresh short run, since one measured under another load
+would price drafts wrongly for good (steps without drafts never correct a draft's cost).
 """
 
 from __future__ import annotations

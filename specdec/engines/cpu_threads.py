@@ -1,13 +1,7 @@
 """How many CPU cores vLLM-CPU keeps away from its compute threads, and the thread settings
-that go with giving it every core.
-
-vLLM's CPU worker binds one OpenMP compute thread per core and by default keeps one core per
-worker for its scheduler: on a small machine that halves the compute, so at or below
-SMALL_MACHINE_CPUS no core is kept back. With every core computing, libgomp's idle spin and
-numba's OpenMP layer (vLLM's `ngram` proposer) would take the cores from the engine's own
-threads between forwards, so such an engine gets a short spin and numba's `workqueue` layer
-unless the user set them (figures: docs/notes/2026-11-30-cpu-threads.md). GPU builds of vLLM
-ignore these variables.
+that go with giving it every core. Keeping one core back halves a small machine's compute;
+with every core computing, libgomp's idle spin and numba's OpenMP layer would take cores from
+the engine between forwards (figures: docs/notes/2026-11-30-cpu-threads.md).
 """
 
 from __future__ import annotations
@@ -33,10 +27,8 @@ _bound_by_us: str | None = None  # the rank binding this module set (a later eng
 
 
 def bind_ranks(world_size: int) -> None:
-    """Bind each rank of a multi-rank CPU engine to cores of its own. vLLM's CPU build binds
-    a rank per NUMA node by itself and refuses more ranks than nodes (one node here) unless
-    VLLM_CPU_OMP_THREADS_BIND lists each rank's cores: the usable cores are split evenly, in
-    order. A binding the user set is kept; one set here for an earlier engine is replaced."""
+    """Bind each rank of a multi-rank CPU engine to an even share of the usable cores (vLLM
+    refuses more ranks than NUMA nodes otherwise). A binding the user set is kept."""
     global _bound_by_us
     current = os.environ.get(BIND_ENV)
     if current is not None and current != _bound_by_us:
@@ -56,14 +48,8 @@ def bind_ranks(world_size: int) -> None:
 
 def apply_cpu_threads(reserved_cpus: int | None) -> dict[str, str]:
     """Set vLLM's reserved-core count, and what goes with it, for engines started from now
-    on; returns the thread variables in effect (they are part of what a step-time
-    calibration depends on).
-
-    An explicit `reserved_cpus` wins; with None, a variable the user already set is kept,
-    else small machines reserve nothing and larger ones keep vLLM's default. With no core
-    reserved, numba gets its `workqueue` threading layer unless the user chose one, and
-    libgomp a shorter idle spin unless the user set its spin count or wait policy.
-    """
+    on (the user's variables are kept unless `reserved_cpus` is given); returns the thread
+    variables in effect (a step-time calibration depends on them)."""
     if reserved_cpus is not None:
         os.environ[RESERVED_ENV] = str(reserved_cpus)
     elif RESERVED_ENV not in os.environ and BIND_ENV not in os.environ and usable_cpus() <= SMALL_MACHINE_CPUS:

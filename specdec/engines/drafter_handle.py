@@ -1,9 +1,6 @@
-"""The driver's handle on specdec's drafter inside vLLM's worker processes: every call to it
-goes through here, as one `LLM.collective_rpc` of a function in specdec.engines.vllm_proposer.
-
-Every call runs on every worker, and one of them answers: with tensor or pipeline parallelism
-only the rank whose drafts vLLM uses holds a drafter (specdec.engines.vllm_proposer), the
-others answer None.
+"""The driver's handle on specdec's drafter inside vLLM's workers: each call is one
+`LLM.collective_rpc` of a function in specdec.engines.vllm_proposer. Every call runs on every
+worker; only the rank whose drafts vLLM uses holds a drafter, the others answer None.
 """
 
 from __future__ import annotations

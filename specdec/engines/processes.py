@@ -1,14 +1,7 @@
-"""vLLM's engine processes, seen from the process that started them (the driver).
-
-An `LLM` runs its scheduler in an EngineCore process, which starts the Worker process(es)
-that hold the model. An engine process left behind holds its memory (a GPU's, on a GPU
-host) until it is killed, so the driver records them by PID at start-up and can stop them
-itself: `stop` after vLLM's own shutdown catches stragglers, `kill` is the no-waiting path
-(a second Ctrl-C, a stuck engine). psutil.Process objects remember each process's start
-time, so a PID reused by an unrelated process is never signalled.
-
-The other direction (the driver dies first: SIGKILL, OOM killer) is covered inside the
-engine processes by specdec.vllm_plugins.engine_guard.
+"""vLLM's engine processes (EngineCore and its Workers), seen from the driver: an engine
+process left behind holds its memory until killed, so the driver records them at start-up
+and can stop them itself. psutil.Process objects remember each process's start time, so a
+reused PID is never signalled. The other direction is specdec.vllm_plugins.engine_guard.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Noticing an engine that makes no progress.
-
-An engine step blocks until vLLM hands back its outputs; an engine that stops making progress
-(a hung device, a stopped process) would block its worker forever. `StallWatch` runs beside
-the stream and calls `on_stall` once when no step has ended for `limit_s` seconds; the engine
-adapter's `on_stall` kills the engine processes and wakes the blocked step, which then raises
-(the stream reports `EngineStalled`).
+"""Noticing an engine that makes no progress: a hung engine would block its worker forever,
+so `StallWatch` calls `on_stall` once when no step has ended for `limit_s` seconds.
 """
 
 from __future__ import annotations

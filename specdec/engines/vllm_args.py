@@ -1,6 +1,5 @@
-"""What vLLM's `LLM(...)` is given for an EngineConfig and a SpecConfig: the one place where
-our configuration becomes vLLM's engine arguments, checked against vLLM's own before an
-engine starts, and where what vLLM resolved is read back."""
+"""The one place where our configuration becomes vLLM's engine arguments (checked against
+vLLM's own before an engine starts), and where what vLLM resolved is read back."""
 
 from __future__ import annotations
 
@@ -28,51 +27,30 @@ def speculative_config(spec: SpecConfig) -> dict[str, Any] | None:
     started with `num_speculative_tokens = spec.k_ceiling`, the most its steps verify."""
     if spec.method == "none":
         return None
+    k = {"num_speculative_tokens": spec.k_ceiling}
     if spec.method == "ngram":
-        return {
-            "method": "ngram",
-            "num_speculative_tokens": spec.k_ceiling,
-            "prompt_lookup_min": spec.ngram_min,
-            "prompt_lookup_max": spec.ngram_max,
-        }
+        return {"method": "ngram", **k, "prompt_lookup_min": spec.ngram_min, "prompt_lookup_max": spec.ngram_max}
     if spec.method == "suffix":
         if importlib.util.find_spec("arctic_inference") is None:
-            raise ConfigError(
-                "method 'suffix' needs arctic-inference's suffix tree, which is not installed "
-                "here; use --method specdec or ngram"
-            )
-        return {"method": "suffix", "num_speculative_tokens": spec.k_ceiling}
+            raise ConfigError("method 'suffix' needs arctic-inference's suffix tree, which is not installed "
+                              "here; use --method specdec or ngram")
+        return {"method": "suffix", **k}
     if spec.method == "draft":
-        draft = {
-            "method": "draft_model",
-            "model": str(resolve_model(spec.draft_model)),
-            "num_speculative_tokens": spec.k_ceiling,
-        }
+        draft = {"method": "draft_model", "model": str(resolve_model(spec.draft_model)), **k}
         if spec.draft_tensor_parallel_size is not None:
             draft["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
         return draft
-    return {
-        "method": "custom_class",
-        "model": vllm_proposer.CLASS_PATH,
-        "num_speculative_tokens": spec.k_ceiling,  # k_max, or the budget's tail ceiling
-    }
+    return {"method": "custom_class", "model": vllm_proposer.CLASS_PATH, **k}
 
 
 def llm_kwargs(engine: EngineConfig, spec: SpecConfig, model_path: Path) -> dict[str, Any]:
     """Keyword arguments of `vllm.LLM` for this engine (`check_platform` first)."""
     spec_cfg = speculative_config(spec)
     kwargs: dict[str, Any] = dict(
-        model=str(model_path),
-        tokenizer=str(model_path),
-        dtype=engine.dtype,
-        max_model_len=engine.max_model_len,
-        enforce_eager=engine.enforce_eager,
-        max_num_seqs=engine.max_num_seqs,
-        seed=engine.seed,
-        tensor_parallel_size=engine.tensor_parallel_size,
-        pipeline_parallel_size=engine.pipeline_parallel_size,
-        speculative_config=spec_cfg,
-        disable_log_stats=False,
+        model=str(model_path), tokenizer=str(model_path), dtype=engine.dtype, max_model_len=engine.max_model_len,
+        enforce_eager=engine.enforce_eager, max_num_seqs=engine.max_num_seqs, seed=engine.seed,
+        tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
+        speculative_config=spec_cfg, disable_log_stats=False,
         # per-request statistics come from vLLM's own record of every step, for every method
         per_request_spec_decode_metrics="detailed" if spec_cfg else "none",
     )

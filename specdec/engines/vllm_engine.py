@@ -1,12 +1,6 @@
 """The real engine: vLLM's offline `LLM` driven request by request (the `RequestEngine` of
-specdec.engines.engine_stream), with its processes and specdec's drafter handle.
-
-One `VllmEngine` is meant to live for a whole process (engine start-up costs ~25 s on CPU)
-and serve many streams. Every finished request carries statistics taken from what vLLM
-really did (`per_request_spec_decode_metrics="detailed"`: every decode step's drafted and
-accepted tokens), for every speculative method alike. Its arguments come from
-specdec.engines.vllm_args; every call to the worker-side drafter goes through
-specdec.engines.drafter_handle.
+specdec.engines.engine_stream), meant to live for a whole process and serve many streams.
+Every finished request carries statistics from what vLLM really did, for every method alike.
 """
 
 from __future__ import annotations
@@ -84,9 +78,8 @@ class VllmEngine:
             log.info("speculation budget step cost: %s", self.step_cost())
 
     def set_drafting(self, enabled: bool) -> None:
-        """specdec's drafting on (as started) or off: off, the engine runs as `none` would, and
-        its results carry statistics without speculation. Either switch empties vLLM's prefix
-        cache, so that a run starts from the prefix-cache state a freshly started engine has."""
+        """specdec's drafting on (as started) or off (the engine runs as `none`). Either switch
+        empties vLLM's prefix cache: a run starts from a fresh engine's prefix-cache state."""
         if self.drafter is None:
             raise ConfigError(f"{self.spec.method}: only specdec's drafting can be switched off")
         if enabled == self.drafting:
@@ -127,9 +120,8 @@ class VllmEngine:
         processes.wake_blocked_client(self.llm, EngineStalled(f"no request finished for {limit_s:.0f} s"))
 
     def take_source_counts(self, request_ids: list[str]) -> dict[str, SourceCounts]:
-        """specdec's per-source (drafted, accepted) token counts of these finished requests,
-        by request id (only those that drafted), then forgotten: one round trip for many
-        requests, e.g. a shard's. {} for other methods and with drafting off."""
+        """specdec's per-source (drafted, accepted) counts of these finished requests (those that
+        drafted), then forgotten: one round trip for a shard. {} for other methods or drafting off."""
         worker_ids = {self._worker_ids.pop(rid): rid for rid in request_ids if rid in self._worker_ids}
         if self.drafter is None or not self.drafting or not worker_ids or not self.alive:
             return {}

@@ -1,27 +1,13 @@
-"""Our proposer as a vLLM `custom_class` drafter, running inside vLLM's worker process.
+"""Our proposer as a vLLM `custom_class` drafter, inside vLLM's worker process.
 
-vLLM constructs `SpecdecVllmProposer(vllm_config)` in the worker and calls `propose(...)`
-every step with one row per running request. It does not pass request ids, so the engine
-adapter binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
-SpecConfig through `LLM.collective_rpc` right after start-up (see `bind_proposer`).
-Each step is one call to the controller (`engine_step`, specdec/controller.py). Finished requests are noticed when they
-leave the batch (the last ones of a generate call at the next call's first step, or when the
-cache is saved) and their tokens go into the cross-request cache (their output into their
-prompt's history). Each row's prompt length (the input batch's `num_prompt_tokens`) tells the
-drafter which requests share a prompt. Per-request statistics
-come from vLLM's own per-request metrics, so a generate call makes no round trip to the
-worker.
+vLLM calls `propose(...)` every step with one row per running request but no request ids, so
+the engine binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
+SpecConfig through `LLM.collective_rpc` right after start-up (`bind_proposer`). Requests that
+left the batch are finished at the next step (or when the cache is saved).
 
-With tensor or pipeline parallelism every rank builds a proposer and vLLM calls each one, but
-it takes the drafts of one rank only (the first tensor-parallel rank of the last pipeline
-stage: the executor's output rank) and discards the others'. So specdec drafts on that rank
-alone: the others are never bound and propose nothing, which costs them no host time, and the
-cache file, statistics and step cost all come from the one drafter.
-
-With `SpecConfig.budget` the controller also hands back the shape and time of every clean
-step, which `StepTimer` fits, and the batch's drafts are capped by that step-cost model
-(specdec.step_cost). The adapter calibrates the model at start-up by running a few steps with
-forced drafts of known length (`forced_draft_tokens`).
+With tensor or pipeline parallelism vLLM takes the drafts of one rank only (the first
+tensor-parallel rank of the last pipeline stage) and discards the others'. So specdec drafts
+on that rank alone: the others are never bound and cost no host time.
 """
 
 from __future__ import annotations
@@ -45,7 +31,6 @@ log = logging.getLogger("vllm.specdec.proposer")
 
 
 class SpecdecVllmProposer:
-    """vLLM custom proposer: specdec's drafts, one controller call per step."""
 
     def __init__(self, vllm_config: Any) -> None:
         # vLLM's K: the SpecConfig's k_ceiling it was started with (drafts never exceed it)
@@ -76,13 +61,8 @@ class SpecdecVllmProposer:
         self.budget = config.budget
         return self.controller.cache_warning
 
-    def propose(
-        self,
-        sampled_token_ids: list[list[int]],
-        num_tokens_no_spec: np.ndarray,
-        token_ids_cpu: np.ndarray,
-        **_: Any,
-    ) -> list[list[int]]:
+    def propose(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: np.ndarray, token_ids_cpu: np.ndarray,
+                **_: Any) -> list[list[int]]:
         controller = self.controller
         if controller is None or not self.drafting:  # warm-up before binding, or drafting off
             return [[] for _ in sampled_token_ids]
@@ -101,11 +81,9 @@ class SpecdecVllmProposer:
         return drafts
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of every structure that grows with requests. The controller's
-        per-request ones hold at most one batch (the last batch of a generate call stays until
-        the next call's first step, or until the cache is saved), except the finished requests'
-        source counts: those stay until the driver takes them (bound None); the others stay
-        within their own bounds."""
+        """(size, bound) of every structure that grows with requests. The per-request ones hold
+        at most one batch, except the finished requests' source counts: those stay until the
+        driver takes them (bound None)."""
         sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
         if self.controller is not None:
             for name, (size, bound) in self.controller.state_sizes().items():
@@ -167,16 +145,14 @@ def reset_proposer(drafter: SpecdecVllmProposer) -> bool:
 
 @_on_drafter(False)
 def set_drafting(drafter: SpecdecVllmProposer, enabled: bool) -> bool:
-    """Draft (the default) or propose nothing at all from the next step on; False: no
-    specdec drafter in this worker."""
+    """Draft (the default) or propose nothing from the next step on; False: no drafter here."""
     drafter.drafting = enabled
     return True
 
 
 @_on_drafter(False)
 def set_stream_ending(drafter: SpecdecVllmProposer, ending: bool) -> bool:
-    """Whether more requests will join this engine's stream (False until its read-ahead is
-    exhausted); False: no specdec drafter in this worker."""
+    """Whether no more requests will join this engine's stream; False: no drafter here."""
     drafter.stream_ending = ending
     return True
 
@@ -218,9 +194,7 @@ def state_sizes(drafter: SpecdecVllmProposer) -> dict[str, tuple[int, int | None
 
 @_on_drafter(None)
 def take_source_counts(drafter: SpecdecVllmProposer, req_ids: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per request of `req_ids` (vLLM's ids; running or finished) that has any: its drafted
-    tokens verified, and accepted, per drafting source (own, cache, sibling, history, live)
-    since the last take, then zeroed; None: no specdec drafter in this worker."""
+    """DraftController.take_source_counts (vLLM's request ids); None: no drafter here."""
     return {} if drafter.controller is None else drafter.controller.take_source_counts(req_ids)
 
 

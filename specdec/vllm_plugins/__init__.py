@@ -1,12 +1,7 @@
-"""vLLM general plugins shipped with specdec (entry point group `vllm.general_plugins`), by kind:
-
-    fixes/          correctness: each works around one named vLLM defect (CPU builds)
-    speedups/       speed: vLLM's result, computed with less work on CPU
-    engine_guard.py process hygiene: engine processes end with the process that started them
-    patching.py     what they share: install once, opt-out variables, swapping a function
-
-vLLM calls the plugin in every process it starts, before any model code runs: keep imports
-here light. Each fix and speedup has its own opt-out variable (DISABLE_ENV in its module).
+"""vLLM general plugins shipped with specdec (entry point group `vllm.general_plugins`): fixes/
+(correctness), speedups/ (less work on CPU), engine_guard (process hygiene). vLLM calls the
+plugin in every process it starts, before any model code runs: keep imports here light.
+Each fix and speedup has its own opt-out variable (DISABLE_ENV in its module).
 """
 
 

@@ -1,11 +1,9 @@
 """Engine processes end when the process that started them ends (process hygiene, not a fix).
 
 vLLM's EngineCore does not watch its parent: a driver killed without shutting its engine down
-(SIGKILL, the OOM killer, a worker's hard kill after a cancel) leaves it running, holding its
-memory. In an EngineCore or Worker process, `register()` starts a daemon thread that waits on
-the parent's process sentinel (closed when the parent exits, whatever killed it; unlike
-PR_SET_PDEATHSIG, not tied to the thread that started the child), then kills the process's
-own children and exits.
+leaves it running, holding its memory. A daemon thread waits on the parent's process sentinel
+(unlike PR_SET_PDEATHSIG, not tied to the thread that started the child), then kills the
+process's own children and exits.
 """
 
 from __future__ import annotations

@@ -81,12 +81,8 @@ def replace_in_vllm(defect: UpstreamDefect, original: Callable[..., Any], fixed:
 
 
 def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:
-    """Point every reference to `original` at `fixed`; return where it was found.
-
-    Covers `from ... import name` copies (module attributes) and, should the platform have
-    registered its kernel overrides before us, vLLM's `KernelOverride` wrappers, which keep
-    the impl they were given in `_impl`/`func`.
-    """
+    """Point every reference to `original` at `fixed` (module attributes, and vLLM's
+    `KernelOverride` wrappers, which keep it in `_impl`/`func`); return where it was found."""
     dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
     override_cls = getattr(dispatcher, "KernelOverride", None)
     places: list[str] = []

@@ -37,7 +37,7 @@ from oracles.confidence import (
 )
 from oracles.live_text import DEFAULT_GROUP_MAX_TOKENS, LiveText
 from oracles.ngram import ngram_match
-from oracles.prompt_history import DEFAULT_MAX_TOKENS, DEFAULT_PER_PROMPT, PromptHistory
+from oracles.prompt_history import DEFAULT_MAX_TOKENS, DEFAULT_PER_PROMPT, PromptHistory, with_history
 from oracles.suffix_cache import SuffixTrieCache, cache_sizes
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -256,7 +256,7 @@ class HybridProposer:
 
     def contents(self) -> CacheContents:
         """What the cache file holds: the cache's sequences and the history, oldest first."""
-        return self.cache.contents().with_history(self.history.entries())
+        return with_history(self.cache.contents(), self.history.entries())
 
     def load_contents(self, contents: CacheContents) -> None:
         """Start from a file's contents: its sequences into the cache, its completions into

@@ -16,6 +16,8 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
+from specdec.drafting.cache_file import CacheContents
+
 DEFAULT_MAX_TOKENS = 1_000_000
 DEFAULT_PER_PROMPT = 16
 
@@ -81,3 +83,12 @@ class PromptHistory:
         for digest, ids in self._by_prompt.items():
             assert 0 < len(ids) <= self.per_prompt
             assert list(ids) == sorted(ids) and all(self._completions[i].digest == digest for i in ids)
+
+
+def with_history(contents: CacheContents, history: list[tuple[int, np.ndarray]]) -> CacheContents:
+    """`contents` with `history` ((digest, completion), oldest first) as the history."""
+    tokens = [np.asarray(c) for _, c in history]
+    return dataclasses.replace(
+        contents, history_digests=np.array([d for d, _ in history], dtype=np.uint64),
+        history_lengths=np.array([t.size for t in tokens], dtype=np.int64),
+        history_tokens=np.concatenate(tokens).astype(np.int32) if tokens else np.zeros(0, dtype=np.int32))

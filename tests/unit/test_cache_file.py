@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from oracles.controller import DraftController as OracleController
+from oracles.prompt_history import with_history
 from oracles.suffix_cache import SuffixTrieCache
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
@@ -132,8 +133,8 @@ def test_version_3_keeps_the_history_across_runs(tmp_path, make):
 
 
 def test_history_round_trips_exactly_with_any_digest(tmp_path):
-    contents = cache_file.CacheContents(8, ["a"], np.arange(3, dtype=np.int32), np.array([3])).with_history(
-        [(2**64 - 1, np.array([4, 5])), (0, np.array([2**31 - 1])), (2**63, np.zeros(0, dtype=np.int64))])
+    contents = with_history(cache_file.CacheContents(8, ["a"], np.arange(3, dtype=np.int32), np.array([3])), [
+        (2**64 - 1, np.array([4, 5])), (0, np.array([2**31 - 1])), (2**63, np.zeros(0, dtype=np.int64))])
     cache_file.write_contents(tmp_path / "c.npz", contents, None)
     got = cache_file.read_contents(tmp_path / "c.npz", None)
     assert [(d, t.tolist()) for d, t in got.history()] == [(2**64 - 1, [4, 5]), (0, [2**31 - 1]), (2**63, [])]

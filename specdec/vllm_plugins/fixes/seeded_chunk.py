@@ -1,21 +1,12 @@
 """Let vLLM's model runner rewind the generators of seeded requests on CPU.
 
-A request with its own seed gets a `torch.Generator` of its own. When a step samples a token
-that is thrown away (a prefill chunk that is not the prompt's last: the scheduler splits
-prompts once a step's prompts exceed `max_num_batched_tokens`),
-`vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync`, which the CPU runner
-inherits, undoes that sample's draws with `gen.set_offset(gen.get_offset() - 4)`: the Philox
-offset of a CUDA generator. A CPU generator has none and raises "CPU Generator does not use
-offset": the worker dies, the engine with it (specdec seeds every sample, so every chunked
-prompt hits it).
-
-The fix keeps vLLM's semantics (the discarded sample's random numbers are drawn again by the
-request's next sample):
-
-- seeded requests' CPU generators become `RewindableGenerator`s where vLLM records the request
-  (`CachedRequestState.__post_init__`; the input batch holds the same object);
-- before each step's sampling (`CPUModelRunner._sample`) each one keeps a checkpoint of its
-  state and reports its offset 4 further on; `set_offset(get_offset() - 4)` restores it.
+When a step samples a token that is thrown away (a prefill chunk that is not the prompt's
+last), `vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync`, which the CPU
+runner inherits, undoes its draws with `gen.set_offset(gen.get_offset() - 4)`: a CUDA
+generator's Philox offset. A CPU generator raises "CPU Generator does not use offset" and the
+worker dies (specdec seeds every sample, so every chunked prompt hits it). The fix keeps
+vLLM's semantics: seeded requests' CPU generators become `RewindableGenerator`s
+(`CachedRequestState.__post_init__`), which checkpoint before each `CPUModelRunner._sample`.
 """
 
 from __future__ import annotations
@@ -48,13 +39,9 @@ _once = InstallOnce(DISABLE_ENV, plugin_log("seeded_chunk"), "seeded chunked-pre
 
 
 class RewindableGenerator(torch.Generator):
-    """A CPU generator whose last sampling step can be undone through the offset calls
-    vLLM makes on CUDA generators.
-
-    `checkpoint()` (before each sampling step) keeps the state and advances the reported
-    offset by OFFSET_PER_STEP; `set_offset()` accepts only that checkpoint's offset, one
-    step back, and restores its state: the next draws repeat the undone ones.
-    """
+    """A CPU generator whose last sampling step can be undone through vLLM's offset calls:
+    `checkpoint()` keeps the state and advances the reported offset by OFFSET_PER_STEP;
+    `set_offset()` accepts only one step back, and restores that state."""
 
     def __init__(self, device: str | torch.device = "cpu") -> None:
         # torch.Generator takes `device` in __new__; its __init__ is object's, which takes
@@ -135,12 +122,8 @@ def _targets() -> tuple[type, type] | None:
 
 
 def register() -> None:
-    """Install the two wrappers in vLLM's CPU model runner.
-
-    Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op off the
-    CPU platform, where torch's CPU generator has offsets, where vLLM's classes are not as
-    expected, and when SPECDEC_DISABLE_SEEDED_CHUNK_FIX=1.
-    """
+    """Install the two wrappers in vLLM's CPU model runner; a no-op off the CPU platform,
+    where torch's CPU generator has offsets, or where vLLM's classes are not as expected."""
     if not _once.first_call():
         return
     if not on_cpu_platform() or not cpu_offsets_unsupported():

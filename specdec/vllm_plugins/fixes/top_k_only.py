@@ -1,15 +1,9 @@
 """Replace vLLM's `apply_top_k_only`, which crashes on a batch of no draft tokens.
 
-With any speculative method, vLLM's model runner builds spec-decode metadata on every step,
-also when no row has a draft (every prefill step, and decode steps where the proposer found
-nothing), and `_sample` then always goes through the rejection sampler, whose
-`apply_sampling_constraints` works on the draft tokens' logits only: [0, vocab] on such
-steps. Without Triton (the CPU build), top-k without top-p goes to
-`vllm/v1/sample/ops/topk_topp_sampler.py: apply_top_k_only`, whose `k.max()` raises on an
-empty tensor: the worker dies, the engine with it, on the first step. With top-p too, or
-without top-k, another path runs and copes.
-
-`register()` swaps in `apply_top_k_only` below: same contract, empty batches pass through.
+With speculation, every step goes through the rejection sampler, whose sampling constraints
+see the draft tokens' logits only: [0, vocab] on a step without drafts. Without Triton (the
+CPU build), top-k without top-p goes to `vllm/v1/sample/ops/topk_topp_sampler.py:
+apply_top_k_only`, whose `k.max()` raises on an empty tensor: the worker dies on the first step.
 """
 
 from __future__ import annotations
@@ -30,11 +24,8 @@ _once = InstallOnce(DISABLE_ENV, plugin_log("top_k_only"), "top-k fix")
 
 def apply_top_k_only(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Set every logit below its row's k-th largest to -inf, in place, and return `logits`.
-
-    `k[r]` is row r's top-k; rows with k outside [1, vocab) keep every logit (vLLM stores
-    "no top-k" as k = vocab). Logits tied with the k-th largest are kept. A batch with no
-    rows is returned as is.
-    """
+    Rows with k outside [1, vocab) keep every logit (vLLM stores "no top-k" as k = vocab);
+    ties with the k-th largest are kept; an empty batch is returned as is."""
     num_rows, vocab = logits.shape
     if num_rows == 0:
         return logits
@@ -63,18 +54,13 @@ def _is_defective(fn: Callable[..., Any]) -> bool:
 
 
 def _defective_original() -> Callable[..., Any] | None:
-    """vLLM's `apply_top_k_only` if this install needs the fix, else None. Platform-neutral:
-    the probe decides (GPU builds normally take the Triton path and never call it)."""
+    """vLLM's `apply_top_k_only` if this install needs the fix, else None (the probe decides)."""
     original = vllm_function(DEFECT.module, DEFECT.function, apply_top_k_only)
     return original if original is not None and _is_defective(original) else None
 
 
 def register() -> None:
-    """Install `apply_top_k_only` where vLLM's crashing one lives.
-
-    Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op when the
-    function is absent or already correct, and when SPECDEC_DISABLE_TOPK_FIX=1.
-    """
+    """Install `apply_top_k_only` where vLLM's crashing one lives (if it crashes)."""
     if not _once.first_call():
         return
     original = _defective_original()

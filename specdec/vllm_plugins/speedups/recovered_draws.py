@@ -1,15 +1,9 @@
 """Draw the rejection sampler's recovery noise only for the rows that read it (CPU).
 
-`vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens` fills a [rows, vocab] tensor
-with exponential noise from the global generator on every sampled step with speculation,
-then draws the rows of seeded requests again from their own generators. The recovery kernel
-reads a row's noise only if the row has drafts, so the global draws for seeded rows and for
-rows without drafts are thrown away; on CPU, where torch's exponential sampling is slow, that
-waste is a visible share of every sampled step.
-
-The replacement draws each value where it is read: a seeded row with drafts from its own
-generator, in vLLM's order and amount (its tokens are exactly vLLM's); an unseeded row with
-drafts from the global generator (same distribution, as before); other rows hold ones.
+`vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens` fills [rows, vocab] with global
+exponential noise every sampled step, then draws seeded rows again from their own generators;
+only rows with drafts are read. On CPU that waste is a visible share of every sampled step.
+Here a seeded row draws from its own generator in vLLM's order (its tokens are exactly vLLM's).
 """
 
 from __future__ import annotations
@@ -32,13 +26,8 @@ _KERNEL_ATTR = "_sample_recovered_tokens"  # the recovery kernel's dispatcher, c
 _once = InstallOnce(DISABLE_ENV, plugin_log("recovered_draws"), "recovered-draws speedup")
 
 
-def recovery_noise(
-    num_draft_tokens: list[int],
-    generators: dict[int, torch.Generator],
-    vocab_size: int,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> torch.Tensor:
+def recovery_noise(num_draft_tokens: list[int], generators: dict[int, torch.Generator], vocab_size: int,
+                   dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[rows, vocab] exponential noise, drawn only for the rows that draft: from a seeded
     row's own generator (as vLLM draws it), else from the global one; other rows hold 1."""
     noise = torch.ones((len(num_draft_tokens), vocab_size), dtype=dtype, device=device)
@@ -51,25 +40,13 @@ def recovery_noise(
     return noise
 
 
-def sample_recovered_tokens(
-    max_spec_len: int,
-    num_draft_tokens: list[int],
-    cu_num_draft_tokens: torch.Tensor,
-    draft_token_ids: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    target_probs: torch.Tensor,
-    sampling_metadata: Any,
-    device: torch.device,
-    use_fp64_gumbel: bool = False,
-) -> torch.Tensor:
+def sample_recovered_tokens(max_spec_len: int, num_draft_tokens: list[int], cu_num_draft_tokens: torch.Tensor,
+                            draft_token_ids: torch.Tensor, draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
+                            sampling_metadata: Any, device: torch.device,
+                            use_fp64_gumbel: bool = False) -> torch.Tensor:
     """vLLM's `sample_recovered_tokens` (same arguments and result) on `recovery_noise`."""
-    noise = recovery_noise(
-        num_draft_tokens,
-        sampling_metadata.generators,
-        target_probs.shape[-1],
-        torch.float64 if use_fp64_gumbel else torch.float32,
-        device,
-    )
+    noise = recovery_noise(num_draft_tokens, sampling_metadata.generators, target_probs.shape[-1],
+                           torch.float64 if use_fp64_gumbel else torch.float32, device)
     recovered_token_ids = torch.empty_like(draft_token_ids)
     kernel = getattr(importlib.import_module(DEFECT.module), _KERNEL_ATTR)
     kernel(recovered_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
@@ -78,12 +55,7 @@ def sample_recovered_tokens(
 
 
 def register() -> None:
-    """Install `sample_recovered_tokens` in vLLM's rejection sampler.
-
-    Called by the `specdec` vLLM plugin (specdec.vllm_plugins). Idempotent; a no-op off the
-    CPU platform, where the function or its kernel is absent, and when
-    SPECDEC_DISABLE_RECOVERED_DRAWS_FIX=1.
-    """
+    """Install `sample_recovered_tokens` in vLLM's rejection sampler (CPU only)."""
     if not _once.first_call() or not on_cpu_platform():
         return
     original = vllm_function(DEFECT.module, DEFECT.function, sample_recovered_tokens)
