@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import pytest
 
+from bench.engine_hooks import run_batches
 from specdec import engine_cache
 from specdec.engine_cache import close_engines
 from specdec.generate import generate_rows
 from specdec.models import ModelError
 from specdec.params import GenerationParams
 from specdec.prompts import PromptRow
+from specdec.types import SamplingOptions
 from support import model_variants
+from support.prompt_requests import prompt_requests
 
 pytestmark = pytest.mark.slow
 
@@ -37,15 +40,18 @@ def _generate(params: GenerationParams, rows):
     return generate_rows(rows, [], params, "humaneval", params.config_hash(), params.recorded_config())
 
 
-def test_a_draft_model_speculates_losslessly(rows, models):
+def test_a_draft_model_speculates_losslessly(rows, models, humaneval_rows, engine_factory, engine_config):
     draft, _ = models
     try:
         drafted = _generate(GenerationParams(method="draft", draft_model=str(draft), k_max=K, **COMMON), rows)
-        plain = _generate(GenerationParams(method="none", **COMMON), rows)
     finally:
         close_engines()
-    by_id = lambda out: {r["id"]: r["output_token_ids"] for r in out.results.to_pylist()}  # noqa: E731
-    assert by_id(drafted) == by_id(plain)
+    # `none` on the suite's shared engine, the same prompts tokenized the same way (raw)
+    requests = prompt_requests(humaneval_rows[:16], engine_factory("none").tokenizer, COMMON["max_tokens"],
+                               engine_config.max_model_len)
+    plain = run_batches(engine_factory("none"), requests, SamplingOptions(temperature=0.0))
+    assert {r["id"]: r["output_token_ids"] for r in drafted.results.to_pylist()} == {
+        r.id: list(r.output_token_ids) for r in plain}
     stats = drafted.stats
     # vLLM's per-request record of every step: K-token drafts, some of them accepted
     assert stats.num_draft_tokens == K * stats.num_drafts > 0
