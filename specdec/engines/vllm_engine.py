@@ -56,7 +56,7 @@ class VllmEngine:
         # By PID, so that close() and kill() can make sure none outlives this engine.
         self.processes = processes.engine_processes(self.llm)
         self.alive = True  # False once closed or killed: the engine cache starts a new one
-        self._open: dict[str, _Open] = {}  # requests in the engine, by request id
+        self._running: dict[str, _RunningRequest] = {}  # requests in the engine, by request id
         # vLLM names a request by our id plus a random suffix; the drafter knows it by that name
         self._worker_ids: dict[str, str] = {}  # finished, counts not yet taken: our id -> vLLM's
         spec_cfg = kwargs["speculative_config"]
@@ -143,13 +143,13 @@ class VllmEngine:
         worker_id = self.llm.llm_engine.add_request(
             request_id, TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)),
             _sampling_params(request, sampling, seed_index))
-        self._open[request_id] = _Open(request, worker_id)
+        self._running[request_id] = _RunningRequest(request, worker_id)
 
     def step(self) -> list[RequestUpdate]:
         """One engine step: every request's new tokens, and the results of those that finished."""
         updates = []
         for out in self.llm.llm_engine.step():
-            state = self._open.get(out.request_id)
+            state = self._running.get(out.request_id)
             if state is None:
                 continue
             completion = out.outputs[0]
@@ -157,7 +157,7 @@ class VllmEngine:
             state.text.append(completion.text)
             result = None
             if out.finished:
-                del self._open[out.request_id]
+                del self._running[out.request_id]
                 if self.drafter is not None and self.drafting:
                     self._worker_ids[out.request_id] = state.worker_id
                 result = self._result(state, completion)
@@ -174,7 +174,7 @@ class VllmEngine:
         if self.drafter is not None and self.drafting and self.spec.cache_file and self.alive:
             self.drafter.save_cache(self.spec.cache_file)
 
-    def _result(self, state: "_Open", completion: Any) -> GenerationResult:
+    def _result(self, state: "_RunningRequest", completion: Any) -> GenerationResult:
         req = state.request
         metrics = completion.spec_decode_metrics if self.drafting else None  # off: as `none` records
         drafted = list(metrics.per_step_drafted) if metrics else []
@@ -193,7 +193,7 @@ class VllmEngine:
 
 
 @dataclasses.dataclass
-class _Open:
+class _RunningRequest:
     """A request in the engine: its tokens and text so far (vLLM hands back deltas)."""
 
     request: GenerationRequest

@@ -103,7 +103,7 @@ def _engine(spec: SpecConfig) -> vllm_engine.VllmEngine:
 
 
 def _finished(engine: vllm_engine.VllmEngine, drafted: list[int], accepted: list[int]):
-    state = vllm_engine._Open(GenerationRequest("r", (1, 2, 3), 8), "r-0", token_ids=list(range(8)), text=["x"])
+    state = vllm_engine._RunningRequest(GenerationRequest("r", (1, 2, 3), 8), "r-0", token_ids=list(range(8)), text=["x"])
     metrics = types.SimpleNamespace(per_step_drafted=drafted, per_step_accepted=accepted)
     completion = types.SimpleNamespace(spec_decode_metrics=metrics, finish_reason="length")
     return engine._result(state, completion)
