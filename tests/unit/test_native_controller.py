@@ -76,7 +76,7 @@ def _costs(rng: np.random.Generator) -> list[StepCost | None]:
             StepCost(*rng.uniform(0.0, 0.01, size=4), per_draft_kv_token_s=float(rng.uniform(0.0, 1e-4)))]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), k_max=st.integers(1, 8),
        budget_tokens=st.sampled_from([40, 400, 4_000_000]), alphabet=st.integers(2, 10), shared=shared_bounds,
        prompts_known=st.sampled_from([0.0, 0.8, 1.0]))

@@ -263,7 +263,7 @@ def test_drafts_and_confidences_equal_the_reference(seed, depth, budget, n_min, 
     _simulate(two, repetitive_streams(rng, int(rng.integers(1, 10)), alphabet), rng, k_max)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     budget=st.sampled_from([30, 5000]),
