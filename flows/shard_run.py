@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import socket
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from prefect.runtime import flow_run
 
 from flows.params import FlowParams
 from specdec.generate import Generation, ShardRows, generate_shards
+from specdec.pilot import PilotDecision
 from tasks import prefect_tasks as t
 from tasks.progress import LiveProgress
 from tasks.prompt_shards import LoadedShard, ShardInputError, ShardRef
@@ -53,6 +55,27 @@ class RunContext:
         )
         self.outcomes: list[ShardManifest] = []
         self.failures: list[str] = []
+        # method auto: each kind's engine, as chosen when this run first met the kind (a resume keeps it)
+        self.decided = self._earlier_decisions()
+        self.manifest.pilot = [decision.to_dict() for decision in self.decided.values()]
+
+    def _earlier_decisions(self) -> dict[str, PilotDecision]:
+        earlier = self.staging.read_run(self.run_id)
+        if earlier is None or earlier.config_hash != self.config_hash:
+            return {}
+        return {d["kind"]: PilotDecision.from_dict(d) for d in earlier.pilot}
+
+    def decision_made(self, decision: PilotDecision) -> None:
+        """Staged at once: a run killed after its pilot resumes on the same engines."""
+        get_run_logger().info("%s", decision.reason)
+        self.decided[decision.kind] = decision
+        self.manifest.pilot = [d.to_dict() for d in self.decided.values()]
+        t.record_run(self.staging, self.manifest)
+
+
+def shard_kind(shard_id: str) -> str:
+    """A shard's kind: its folder inside the run's source ("" at the top level)."""
+    return posixpath.dirname(shard_id)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,17 +97,17 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool, key
 
     def shards() -> Iterator[ShardRows[_Loaded]]:
         for ref in refs:
-            source = f"shard {ref.uri}"
+            source, kind = f"shard {ref.uri}", shard_kind(ref.shard_id)
             try:
                 shard = t.read_shard(ref, run.params.source, run.s3)
                 staged = run.staging.read_manifest(run.run_id, ref.shard_id)
             except Exception as exc:  # unreadable or bad input: this shard fails alone
-                yield ShardRows(ref.shard_id, source, [], [], _Loaded(ref), exc)
+                yield ShardRows(ref.shard_id, source, [], [], _Loaded(ref), exc, kind)
                 continue
             if staged and staged.status == "generated" and staged.matches(shard.fingerprint, run.config_hash):
-                yield ShardRows(ref.shard_id, source, [], [], _Loaded(ref, shard, staged))
+                yield ShardRows(ref.shard_id, source, [], [], _Loaded(ref, shard, staged), kind=kind)
             else:
-                yield ShardRows(ref.shard_id, source, shard.rows, shard.rejected, _Loaded(ref, shard))
+                yield ShardRows(ref.shard_id, source, shard.rows, shard.rejected, _Loaded(ref, shard), kind=kind)
 
     def on_done(loaded: _Loaded, out: Generation | None, error: BaseException | None) -> None:
         """Runs in the stream's one finisher thread: the only writer of `run` until the stream ends."""
@@ -111,7 +134,8 @@ def process_shards(run: RunContext, refs: list[ShardRef], ingest_each: bool, key
             live.shard_done(record_failure(run, loaded.ref, exc, ingest_each), "failed")
 
     try:
-        totals = generate_shards(shards(), params, run.config_hash, run.config, on_done)
+        totals = generate_shards(shards(), params, run.config_hash, run.config, on_done, decided=run.decided,
+                                 on_decision=run.decision_made)
     finally:
         live.close()
     run.manifest.engine_busy_s = (run.manifest.engine_busy_s or 0.0) + totals.busy_s
@@ -132,6 +156,7 @@ def shard_manifest(run: RunContext, shard: LoadedShard, out: Generation) -> Shar
         num_prompts=out.num_prompts, num_rejected=len(out.quarantined), stats=out.stats,
         read_s=shard.read_s, engine_start_s=out.engine_start_s, generate_s=out.generate_s,
         generated_at=t.now_iso(), num_input_rows=shard.num_input_rows, worker=worker_name(), engine=out.engine,
+        method=out.method, kind=shard_kind(shard.ref.shard_id),
         rejected=[{"row_index": r.index, "id": r.id, "stage": r.stage, "reason": r.reason, "num_rows": 1}
                   for r in out.quarantined],
     )

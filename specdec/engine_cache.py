@@ -38,14 +38,20 @@ def engine_configs(params: GenerationParams) -> tuple[EngineConfig, SpecConfig]:
     return params.engine_config(max_model_len), spec
 
 
-def get_engine(params: GenerationParams) -> tuple[Any, float]:
-    """(engine, seconds spent starting it now: 0.0 when reused)."""
+def get_engine(params: GenerationParams, *, exact: bool = False, keep_others: bool = False) -> tuple[Any, float]:
+    """(engine, seconds spent starting it now: 0.0 when reused). `exact`: `none` is an engine
+    without vLLM's speculative path, never a specdec engine with its drafting off. `keep_others`:
+    a new engine starts beside the cached ones where they fit together (vLLM's CPU build: they
+    share host memory; on a GPU each would claim its gpu_memory_utilization)."""
     global ENGINE_STARTS
+    from specdec.engines.vllm_args import is_cpu_build
+
     key = engine_configs(params)
-    cached = _cached_engine(*key)
+    cached = _cached_engine(*key, exact=exact)
     if cached is not None:
         return cached, 0.0
-    close_engines()
+    if not (keep_others and is_cpu_build()):
+        close_engines()
     from specdec.engines.vllm_engine import VllmEngine
 
     started = time.perf_counter()
@@ -55,7 +61,7 @@ def get_engine(params: GenerationParams) -> tuple[Any, float]:
     return engine, time.perf_counter() - started
 
 
-def _cached_engine(engine_config: EngineConfig, spec: SpecConfig) -> Any:
+def _cached_engine(engine_config: EngineConfig, spec: SpecConfig, exact: bool = False) -> Any:
     """A live cached engine that serves `spec`, its drafting switched to match; None: none does."""
     for (cached_engine, cached_spec), engine in _ENGINES.items():
         if cached_engine != engine_config or not getattr(engine, "alive", True):
@@ -64,10 +70,21 @@ def _cached_engine(engine_config: EngineConfig, spec: SpecConfig) -> Any:
             if cached_spec.method == "specdec":
                 engine.set_drafting(True)
             return engine
-        if spec.method == "none" and cached_spec.method == "specdec":
+        if spec.method == "none" and cached_spec.method == "specdec" and not exact:
             engine.set_drafting(False)
             return engine
     return None
+
+
+def close_other_engines(params: GenerationParams) -> None:
+    """Shut down every cached engine but the one that serves `params` exactly (method auto, once
+    its pilot has chosen: the other engine's memory is free again)."""
+    keep = engine_configs(params)
+    for key in [key for key in _ENGINES if key != keep]:
+        try:
+            _ENGINES[key].close()
+        finally:
+            _ENGINES.pop(key, None)
 
 
 def engines() -> list[Any]:

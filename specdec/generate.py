@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from specdec.engine_cache import engine_configs, get_engine
+from specdec import pilot
+from specdec.engine_cache import close_other_engines, engine_configs, get_engine
 from specdec.length_history import LengthHistory
 from specdec.models import resolve_model, tokenizer_digest
 from specdec.params import GenerationParams
@@ -36,6 +38,8 @@ class Generation:
     # what vLLM resolved for the engine that generated it (VllmEngine.resolved; {}: an engine
     # that reports none), recorded with the results so each path shows what reached vLLM
     engine: dict[str, Any] = dataclasses.field(default_factory=dict)
+    method: str = ""  # the method that generated it (under auto: none or specdec)
+    decision: pilot.PilotDecision | None = None  # under auto: the choice made for its kind
 
     @property
     def tokens_per_s(self) -> float:
@@ -52,6 +56,7 @@ class ShardRows(Generic[C]):
     rejected: Sequence[RejectedRow]
     context: C = None  # type: ignore[assignment]  # the caller's own, handed back with its generation
     error: BaseException | None = None  # it could not be read: nothing to generate
+    kind: str = ""  # its folder inside the run's source: method auto decides per kind
 
 
 ShardDone = Callable[[C, Generation | None, BaseException | None], None]  # (context, generation, error)
@@ -59,11 +64,27 @@ ShardDone = Callable[[C, Generation | None, BaseException | None], None]  # (con
 
 def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
                     config: dict[str, Any], on_done: ShardDone[C], *, sequential: bool = False, strict: bool = False,
-                    on_progress: Callable[[Any], None] | None = None) -> StreamTotals:
+                    on_progress: Callable[[Any], None] | None = None,
+                    decided: Mapping[str, pilot.PilotDecision] | None = None,
+                    on_decision: Callable[[pilot.PilotDecision], None] = lambda _: None) -> StreamTotals:
     """Generate every shard through one engine stream; `on_done(context, generation, error)`
     gets each shard once, as soon as its last request finishes (in a background thread unless
     `sequential`). `strict`: a row that cannot run fails its shard before any of it runs.
+    Method auto: each kind of shard runs on the engine its pilot chose (`decided`: choices
+    made before, e.g. by the run being resumed; `on_decision` hears each new one first).
     Raises ConfigError or ModelError before any shard is read."""
+    if params.method == "auto":
+        return _generate_auto(shards, params, config_hash, config, on_done, decided or {}, on_decision,
+                              sequential=sequential, strict=strict, on_progress=on_progress)
+    return _generate_stream(shards, params, config_hash, config, on_done, sequential=sequential, strict=strict,
+                            on_progress=on_progress)
+
+
+def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
+                     config: dict[str, Any], on_done: ShardDone[C], *, sequential: bool, strict: bool,
+                     on_progress: Callable[[Any], None] | None, kept: Mapping[str, pilot.Kept] | None = None,
+                     decision: pilot.PilotDecision | None = None) -> StreamTotals:
+    """One method's stream (`kept`: requests the pilot already generated, by shard key)."""
     engine_configs(params)
     resolved: list[dict[str, Any]] = [{}]  # of the stream's latest engine
 
@@ -80,6 +101,9 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
         for shard in shards:
             try:
                 tokenized = _tokenized(shard, params, engines, strict)
+                if kept and shard.key in kept:
+                    tokenized.done = kept[shard.key].results
+                    tokenized.done_source_counts = kept[shard.key].source_counts
                 if history is not None and tokenized.requests:
                     tokenized.expected_tokens = history.expected_tokens(tokenized.requests)
                 yield tokenized
@@ -96,10 +120,91 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
         # An engine start goes on the first shard handed on after it: the shards' sum is the run's.
         start_s, reported_start_s[0] = engines.start_s - reported_start_s[0], engines.start_s
         on_done(shard.context, Generation(table, outcome.stats, shard.quarantined, start_s, outcome.generate_s,
-                                          len(num_samples), resolved[0]), None)
+                                          len(num_samples), resolved[0], params.method, decision), None)
 
     return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=params.read_ahead_requests,
                       stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)
+
+
+def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
+                   config: dict[str, Any], on_done: ShardDone[C], decided: Mapping[str, pilot.PilotDecision],
+                   on_decision: Callable[[pilot.PilotDecision], None], **stream: Any) -> StreamTotals:
+    """Method auto: shards of one kind in a row are one segment; a segment's kind runs on the
+    engine decided for it before (a resume), or its pilot decides now. The pilot's engine time
+    is the run's (in the totals) and its engine starts go on the segment's first shard."""
+    engine_configs(params)  # checked before any shard is read, as for one method
+    totals = StreamTotals()
+    decided = dict(decided)
+    for kind, segment in itertools.groupby(shards, key=lambda shard: shard.kind):
+        head: list[ShardRows[C]] = []
+        kept: dict[str, pilot.Kept] = {}
+        pilot_start_s = 0.0
+        decision = decided.get(kind)
+        if decision is None:
+            head = _take_requests(segment, params.pilot_min_requests, params.samples)
+            decision, kept, pilot_totals = _pilot(kind, head, params, stream["strict"])
+            totals.add(pilot_totals)
+            pilot_start_s = pilot_totals.engine_start_s
+            decided[kind] = decision
+            on_decision(decision)
+        chosen = params.model_copy(update={"method": decision.method})
+        close_other_engines(chosen)
+
+        def on_segment_done(context: C, out: Generation | None, error: BaseException | None) -> None:
+            nonlocal pilot_start_s
+            if out is not None and pilot_start_s:
+                out.engine_start_s, pilot_start_s = out.engine_start_s + pilot_start_s, 0.0
+            on_done(context, out, error)
+
+        done = _generate_stream(itertools.chain(head, segment), chosen, config_hash, config, on_segment_done,
+                                kept=kept, decision=decision, **stream)
+        totals.add(done)
+    return totals
+
+
+def _take_requests(shards: Iterator[ShardRows[C]], num_requests: int, samples: int) -> list[ShardRows[C]]:
+    """The first shards, until they hold `num_requests` requests (rows x samples) or run out."""
+    taken: list[ShardRows[C]] = []
+    held = 0
+    while held < num_requests:
+        shard = next(shards, None)
+        if shard is None:
+            break
+        taken.append(shard)
+        held += sum(row.samples or samples for row in shard.rows)
+    return taken
+
+
+def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
+           strict: bool) -> tuple[pilot.PilotDecision, dict[str, pilot.Kept], StreamTotals]:
+    """The kind's pilot over its first shards: a sample on none, then on specdec; skipped when
+    the kind has fewer requests than pilot_min_requests. Both engines stay up until the choice
+    where they fit together (vLLM's CPU build), so the winner is never started twice."""
+    num_requests = sum(row.samples or params.samples for shard in head for row in shard.rows)
+    if num_requests < params.pilot_min_requests:
+        return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), {}, StreamTotals()
+    engines = {method: params.model_copy(update={"method": method}) for method in ("none", "specdec")}
+    holder = EngineHolder(lambda: get_engine(engines["none"], exact=True))
+    loaded = []
+    for shard in head:
+        try:
+            loaded.append(_tokenized(shard, params, holder, strict))
+        except Exception:  # this shard fails in the segment's stream, named there
+            continue
+    totals = StreamTotals(engine_start_s=holder.start_s)
+    num_requests = sum(len(shard.requests) for shard in loaded)
+    if num_requests < params.pilot_min_requests:  # rows that could not run cut it short
+        return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), {}, totals
+    sample = pilot.sample(loaded, params.pilot_requests)
+    passes, kept = {}, {}
+    for method, spec in engines.items():
+        passes[method], kept[method] = pilot.run_pass(
+            method, lambda: get_engine(spec, exact=True, keep_others=True), sample, params.sampling(),
+            params.stall_timeout_s)
+        totals.busy_s += passes[method].engine_s
+    totals.engine_start_s += passes["specdec"].start_s + passes["none"].start_s
+    decision = pilot.decide(kind, passes["none"], passes["specdec"], params.pilot_margin)
+    return decision, kept[decision.method], totals
 
 
 def _length_history(params: GenerationParams) -> LengthHistory | None:

@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     # The quarantine file first: the output, renamed into place last, marks a finished run.
     _write_quarantine(out.quarantined, source, output)
     _write_atomically(out.results, output)
-    print(RunSummary(params.method, params.config_hash(), out.results.num_rows, out.engine_start_s,
+    if out.decision is not None:
+        print(f"auto: {out.decision.reason}")
+    method = f"auto -> {out.method}" if params.method == "auto" else out.method
+    print(RunSummary(method, params.config_hash(), out.results.num_rows, out.engine_start_s,
                      out.generate_s, out.stats).render())
     samples = f" ({out.results.num_rows} samples)" if out.results.num_rows != out.num_prompts else ""
     print(f"wrote {output}: {out.num_prompts} completed{samples}")

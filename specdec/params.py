@@ -16,8 +16,10 @@ from specdec import models
 from specdec.types import SamplingOptions
 
 PromptFormat = Literal["chat", "raw"]
+# auto: each kind of shard runs on none or specdec, whichever its pilot measured faster (specdec.pilot)
+RunMethod = Literal["auto", Method]
 
-SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec")
+SPECULATIVE: tuple[str, ...] = ("ngram", "suffix", "draft", "specdec", "auto")
 # Most samples per prompt (the run's setting and a row's own `samples`): far beyond any use,
 # low enough that one row cannot ask for millions of requests.
 SAMPLES_LIMIT = 1024
@@ -52,8 +54,9 @@ class GenerationParams(BaseModel):
 
     model: str | None = Field(_default(EngineConfig, "model"), **decides_output(
         "Hugging Face model folder (default: the bundled SmolLM2-135M-Instruct)"))
-    method: Method = Field(_default(SpecConfig, "method"), **decides_output(
-        "speculation: specdec (ours), ngram (vLLM's prompt lookup), suffix, draft, none"))
+    method: RunMethod = Field("auto", **decides_output(
+        "speculation: auto (specdec or none, whichever a pilot on each kind of shard measures faster), "
+        "specdec (ours), ngram (vLLM's prompt lookup), suffix, draft, none"))
     k_max: int = Field(_default(SpecConfig, "k_max"), ge=1, le=64, **decides_output(
         "most draft tokens per step", SPECULATIVE))
     ngram_min: int = Field(_default(SpecConfig, "ngram_min"), ge=1, **decides_output(
@@ -65,9 +68,9 @@ class GenerationParams(BaseModel):
     tail_k_max: int | None = Field(_default(SpecConfig, "tail_k_max"), ge=1, le=64, **decides_output(
         "specdec with its budget: most draft tokens per step once the batch has free rows (a "
         "wave's tail: nothing waiting, so a row's remaining steps decide when the wave ends); "
-        "the engine verifies up to this many; default 2 x k_max, at most 64", ("specdec",)))
+        "the engine verifies up to this many; default 2 x k_max, at most 64", ("specdec", "auto")))
     budget: bool = Field(_default(SpecConfig, "budget"), **decides_output(
-        "specdec: size drafts by the measured cost of verifying them", ("specdec",)))
+        "specdec: size drafts by the measured cost of verifying them", ("specdec", "auto")))
     cache_file: str | None = Field(_default(SpecConfig, "cache_file"), description=(
         "specdec: load the cross-request draft cache from this file when it exists and save it "
         "back after each generate call"))
@@ -133,6 +136,15 @@ class GenerationParams(BaseModel):
     read_ahead_requests: int = Field(4096, ge=1, description=(
         "requests read, validated and tokenized ahead of the engine (a bound on the worker's "
         "memory; a larger shard is still read, alone)"))
+    pilot_requests: int = Field(32, ge=1, description=(
+        "auto: requests of each kind of shard (its folder in the source) generated on both engines, "
+        "drawn evenly over the kind's first shards; the chosen engine's results are kept"))
+    pilot_min_requests: int = Field(256, ge=1, description=(
+        "auto: a kind of shard with fewer requests runs specdec without a pilot (too small to pay "
+        "for one); also how many of a kind's first requests the pilot's sample is drawn from"))
+    pilot_margin: float = Field(0.03, ge=0.0, lt=1.0, description=(
+        "auto: specdec runs only when its output tokens per engine-second beat none's by more "
+        "than this share in the pilot"))
     long_first: bool = Field(True, description=(
         "once every shard is loaded, start the rest longest first by how long each prompt ran "
         "in earlier runs (the per-prompt history in --cache-file); before that, or without "
@@ -143,6 +155,9 @@ class GenerationParams(BaseModel):
         if self.samples > 1 and self.temperature == 0:
             raise ValueError(f"samples={self.samples} with temperature=0: greedy decoding gives every "
                              "sample the same completion; set temperature > 0 or samples=1")
+        if self.pilot_requests > self.pilot_min_requests:
+            raise ValueError(f"pilot_requests={self.pilot_requests} must be at most pilot_min_requests="
+                             f"{self.pilot_min_requests}: the sample is drawn from that many requests")
         try:
             self.spec_config()
             if self.engine_args:
@@ -155,7 +170,7 @@ class GenerationParams(BaseModel):
 
     def spec_config(self) -> SpecConfig:
         return SpecConfig(
-            method=self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
+            method="specdec" if self.method == "auto" else self.method, k_max=self.k_max, ngram_min=self.ngram_min, ngram_max=self.ngram_max,
             draft_model=self.draft_model, budget=self.budget, cache_file=self.cache_file, tail_k_max=self.tail_k_max,
             cache_max_tokens=self.cache_max_tokens, draft_tensor_parallel_size=self.draft_tensor_parallel_size,
         )

@@ -7,7 +7,12 @@ engine start. This module holds the measurements and the decision; specdec.auto_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
+
+from specdec.stats import DRAFT_SOURCES
+from specdec.streaming import EngineFactory, EngineHolder, ShardOutcome, ShardRequests, run_stream
+from specdec.types import GenerationResult, SamplingOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,3 +75,48 @@ def skipped(kind: str, num_requests: int, min_requests: int, margin: float) -> P
     """A kind too small to amortise a pilot runs specdec without one, and says so."""
     return PilotDecision(kind, "specdec", f"{kind_label(kind)}: {num_requests} requests, under the pilot's "
                          f"minimum of {min_requests}: ran specdec without a pilot", None, margin)
+
+
+def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[ShardRequests[list[int]]]:
+    """`size` requests spread evenly over the shards' requests in order, as one sub-shard per
+    shard (same key; its context: the requests' indices in their shard)."""
+    everything = [(shard, index) for shard in shards for index in range(len(shard.requests))]
+    step = len(everything) / size
+    picked: dict[str, ShardRequests[list[int]]] = {}
+    for shard, index in (everything[int(i * step)] for i in range(min(size, len(everything)))):
+        sub = picked.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], []))
+        sub.requests.append(shard.requests[index])
+        sub.context.append(index)
+    return list(picked.values())
+
+
+@dataclasses.dataclass
+class Kept:
+    """The chosen pass's results of one shard's sampled requests, by their index in the shard."""
+
+    results: dict[int, GenerationResult] = dataclasses.field(default_factory=dict)
+    source_counts: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+
+def run_pass(method: str, engine: EngineFactory, pilot: Sequence[ShardRequests[list[int]]], sampling: SamplingOptions,
+             stall_timeout_s: float) -> tuple[PilotPass, dict[str, Kept]]:
+    """The pilot's requests through one engine as one stream; a sub-shard that fails (a
+    stalled engine) counts for nothing and keeps nothing."""
+    holder = EngineHolder(engine)
+    # Untimed, a few tokens first: a fresh engine's first steps build its kernels for new shapes.
+    warm_up = pilot[0].requests[0]
+    run_stream([ShardRequests("warm-up", "pilot warm-up", [dataclasses.replace(warm_up, max_tokens=8)], [])],
+               holder, sampling, lambda _: None, read_ahead_requests=1, stall_timeout_s=stall_timeout_s)
+    kept: dict[str, Kept] = {}
+
+    def take(outcome: ShardOutcome[list[int]]) -> None:
+        if outcome.error is None:
+            kept[outcome.shard.key] = Kept(dict(zip(outcome.shard.context, outcome.results)), {
+                source: (d, a) for source, d, a in zip(DRAFT_SOURCES, outcome.stats.drafted_by_source,
+                                                       outcome.stats.accepted_by_source)})
+
+    totals = run_stream(pilot, holder, sampling, take, read_ahead_requests=sum(len(s.requests) for s in pilot),
+                        stall_timeout_s=stall_timeout_s, sequential=False)
+    num_requests = sum(len(k.results) for k in kept.values())
+    tokens = sum(len(r.output_token_ids) for k in kept.values() for r in k.results.values())
+    return PilotPass(method, num_requests, tokens, totals.busy_s, holder.start_s), kept

@@ -39,6 +39,9 @@ class ShardRequests(Generic[C]):
     error: BaseException | None = None  # loading failed: nothing to generate
     # per request, its expected output length from earlier runs (None: no history, arrival order)
     expected_tokens: list[float] | None = None
+    # requests already generated (method auto's pilot), by index, and their drafts by source
+    done: dict[int, GenerationResult] = dataclasses.field(default_factory=dict)
+    done_source_counts: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -58,6 +61,10 @@ class StreamTotals:
     num_shards: int = 0
     num_failed: int = 0
     num_output_tokens: int = 0
+
+    def add(self, other: "StreamTotals") -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
 
 @dataclasses.dataclass
@@ -247,11 +254,16 @@ class _StreamRunner(Generic[C]):
             self.finisher.put(ShardOutcome(shard, [], ShardStats.aggregate([]), 0.0, shard.error))
             self.totals.num_failed += shard.error is not None
             return
-        self.open[shard.key] = _InEngine(shard, [None] * len(shard.requests))
+        self.open[shard.key] = _InEngine(shard, [None] * len(shard.requests), num_added=len(shard.done),
+                                         started=time.perf_counter() if shard.done else 0.0)
         expected = shard.expected_tokens or [0.0] * len(shard.requests)
         for index, tokens in enumerate(expected):
-            heapq.heappush(self.waiting, (0.0, self.arrivals, shard.key, index, tokens))
-            self.arrivals += 1
+            if index not in shard.done:
+                heapq.heappush(self.waiting, (0.0, self.arrivals, shard.key, index, tokens))
+                self.arrivals += 1
+        self.source.release(len(shard.done))
+        for index, result in shard.done.items():
+            self._finished(shard.key, index, result)
 
     def _finished(self, key: str, index: int, result: GenerationResult) -> None:
         shard = self.open.get(key)
@@ -267,8 +279,9 @@ class _StreamRunner(Generic[C]):
             del self.open[key]
             results = [r for r in shard.results if r is not None]
             stats = ShardStats.of_results(results)
-            assert self.stream is not None
-            stats.add_source_counts(self.stream.take_source_counts(key, len(results)))
+            stats.add_source_counts(shard.shard.done_source_counts)
+            if self.stream is not None:
+                stats.add_source_counts(self.stream.take_source_counts(key, len(results)))
             self.finisher.put(ShardOutcome(shard.shard, results, stats, time.perf_counter() - shard.started))
 
     def _stop_stalled(self) -> None:

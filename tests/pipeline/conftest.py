@@ -107,7 +107,7 @@ def echo_engine(monkeypatch) -> list[int]:
 
     starts: list[int] = []
 
-    def get_engine(params):
+    def get_engine(params, **_):
         starts.append(1)
         return EchoEngine(), 0.0
 

@@ -1,0 +1,178 @@
+"""Method auto (specdec.pilot and the auto path of specdec.generate): the decision on synthetic
+measurements, the sample drawn across shards, and whole runs on engine doubles where one
+method is clearly faster: each kind gets its pilot, the pilot's chosen results are kept (not
+generated again), every row comes back exactly once, and a resume's decisions skip the pilot."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+import specdec.generate as generate_mod
+from specdec.generate import ShardRows, generate_shards
+from specdec.params import GenerationParams
+from specdec.pilot import PilotDecision, PilotPass, decide, sample
+from specdec.prompts import PromptRow
+from specdec.streaming import ShardRequests
+from specdec.types import GenerationRequest
+from support.echo_engine import EchoTokenizer
+from support.stepping import TokenByToken
+
+
+def measured(method: str, tokens: int, engine_s: float, requests: int = 32) -> PilotPass:
+    return PilotPass(method, requests, tokens, engine_s)
+
+
+@pytest.mark.parametrize(("specdec_tokens", "chosen"), [
+    (1000, "none"),  # a tie: speculation has to pay to be chosen
+    (1020, "none"),  # 2 % faster: within the 3 % margin, noise
+    (1030, "none"),  # exactly the margin is not more than it
+    (1031, "specdec"),
+    (950, "none"),
+])
+def test_specdec_is_chosen_only_beyond_the_margin(specdec_tokens, chosen):
+    decision = decide("chat", measured("none", 1000, 10.0), measured("specdec", specdec_tokens, 10.0), 0.03)
+    assert decision.method == chosen
+    assert decision.speedup == pytest.approx(specdec_tokens / 1000)
+    assert decision.reason == f"chat: specdec {specdec_tokens / 1000:.2f}x none in the pilot (32 requests, margin 3%): ran {chosen}"
+
+
+def test_a_pass_that_measured_nothing_cannot_win():
+    # A pilot cut short: every sampled request of one pass failed (no tokens, no engine time).
+    nothing = measured("specdec", 0, 0.0, requests=0)
+    decision = decide("", measured("none", 500, 5.0), nothing, 0.03)
+    assert (decision.method, decision.speedup) == ("none", None)
+    assert "measured nothing on specdec" in decision.reason
+    assert decide("", measured("none", 0, 0.0, 0), measured("specdec", 10, 1.0), 0.03).method == "specdec"
+
+
+def test_decisions_survive_their_json():
+    decision = decide("code/py", measured("none", 100, 2.0), measured("specdec", 300, 2.0), 0.03)
+    assert PilotDecision.from_dict(decision.to_dict()) == decision
+    assert decision.none is not None and decision.none.tokens_per_s == 50.0
+
+
+def test_the_sample_spreads_over_every_shard_and_remembers_each_request_index():
+    shards = [ShardRequests(key, key, [GenerationRequest(f"{key}{i}", (i,), 4) for i in range(n)], None)
+              for key, n in (("a", 10), ("b", 30), ("c", 24))]
+    picked = sample(shards, 16)  # one in four of the 64 requests
+    assert [s.key for s in picked] == ["a", "b", "c"]
+    assert [s.context for s in picked] == [[0, 4, 8], [2, 6, 10, 14, 18, 22, 26], [0, 4, 8, 12, 16, 20]]
+    assert all(r.id == f"{s.key}{i}" for s in picked for r, i in zip(s.requests, s.context))
+    assert sum(len(s.requests) for s in sample(shards[:1], 99)) == 10  # never more than there are
+
+
+class MultiToken(TokenByToken):
+    """TokenByToken making `tokens_per_step` of the same tokens per step (lossless: the same
+    completion as one per step), each step taking `step_s`: a method that is that much faster."""
+
+    tokenizer = EchoTokenizer()
+
+    def __init__(self, method: str, tokens_per_step: int, step_s: float) -> None:
+        super().__init__(max_num_seqs=8)
+        self.method = method
+        self.tokens_per_step = tokens_per_step
+        self.one_step_s = step_s
+
+    def step(self):
+        time.sleep(self.one_step_s)
+        updates = {}
+        for _ in range(self.tokens_per_step):
+            for update in super().step():
+                was = updates.get(update.request_id)
+                updates[update.request_id] = dataclasses.replace(
+                    update, num_new_tokens=update.num_new_tokens + (was.num_new_tokens if was else 0))
+        return list(updates.values())
+
+
+def fake_engines(monkeypatch, speeds: dict[str, int]) -> dict[str, list[MultiToken]]:
+    """get_engine by method, as the engine cache: one double per method, started once (0.5 s);
+    `speeds` in tokens per step."""
+    started: dict[str, list[MultiToken]] = {"none": [], "specdec": []}
+
+    def get_engine(params, **_):
+        if started[params.method]:
+            return started[params.method][0], 0.0
+        started[params.method].append(MultiToken(params.method, speeds[params.method], 0.002))
+        return started[params.method][0], 0.5
+
+    monkeypatch.setattr(generate_mod, "get_engine", get_engine)
+    monkeypatch.setattr(generate_mod, "close_other_engines", lambda params: None)
+    return started
+
+
+def rows(prefix: str, n: int) -> list[PromptRow]:
+    return [PromptRow(i, f"{prefix}-{i}", f"prompt {prefix} {i:03d} " + "x" * (i % 7), None, None)
+            for i in range(n)]
+
+
+def run_auto(shards, **params):
+    params = GenerationParams(method="auto", prompt_format="raw", max_tokens=12, pilot_requests=8,
+                              pilot_min_requests=24, **params)
+    done, decisions = {}, []
+    totals = generate_shards(shards, params, params.config_hash(), {},
+                             lambda key, out, error: done.setdefault(key, (out, error)),
+                             decided=params_decided.pop() if params_decided else None,
+                             on_decision=decisions.append)
+    return done, decisions, totals
+
+
+params_decided: list[dict[str, PilotDecision]] = []
+
+
+def shard(key: str, kind: str, n: int) -> ShardRows[str]:
+    return ShardRows(key, f"shard {key}", rows(key, n), [], key, kind=kind)
+
+
+def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pilots_results(monkeypatch):
+    started = fake_engines(monkeypatch, {"none": 1, "specdec": 4})
+    shards = [shard("code-0", "code", 16), shard("code-1", "code", 16), shard("tiny-0", "tiny", 5)]
+    done, decisions, totals = run_auto(shards)
+    assert [(d.kind, d.method) for d in decisions] == [("code", "specdec"), ("tiny", "specdec")]
+    assert decisions[0].speedup > 2 and decisions[0].none.num_requests == decisions[0].specdec.num_requests == 8
+    assert "5 requests, under the pilot's minimum of 24" in decisions[1].reason
+    for key, n in (("code-0", 16), ("code-1", 16), ("tiny-0", 5)):
+        out, error = done[key]
+        assert error is None and out.method == "specdec"
+        assert sorted(out.results.column("id").to_pylist()) == sorted(f"{key}-{i}" for i in range(n))
+        assert set(out.results.column("method").to_pylist()) == {"specdec"}
+    # The 8 pilot requests ran once on each engine (plus one warm-up each); the run's specdec
+    # engine took the other 24 of kind code only: nothing generated twice beyond the pilot.
+    none_engine, specdec_engine = started["none"][0], started["specdec"][0]
+    assert len(none_engine.added) == 8 + 1
+    assert len(specdec_engine.added) == 8 + 1 + (32 - 8) + 5
+    assert totals.num_output_tokens == 37 * 12  # the run's output, the kept pilot results among them
+    pilot_s = decisions[0].none.engine_s + decisions[0].specdec.engine_s
+    assert totals.busy_s > pilot_s > 0  # the user pays for both passes: the run's engine time has them
+    assert sum(out.engine_start_s for out, _ in done.values()) == 1.0  # both pilot starts, once
+
+
+def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch):
+    started = fake_engines(monkeypatch, {"none": 2, "specdec": 1})
+    done, decisions, _ = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)])
+    assert [(d.kind, d.method) for d in decisions] == [("chat", "none")]
+    assert decisions[0].speedup < 0.97
+    assert all(out.method == "none" and out.results.num_rows == 10 for out, _ in done.values())
+    assert len(started["none"][0].added) == 1 + 30  # warm-up, 8 pilot, 22 others: the pilot's results kept
+    assert len(started["specdec"][0].added) == 1 + 8
+
+
+def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):
+    started = fake_engines(monkeypatch, {"none": 1, "specdec": 4})
+    earlier = PilotDecision("code", "none", "code: chosen earlier", 0.9, 0.03)
+    params_decided.append({"code": earlier})
+    done, decisions, _ = run_auto([shard("code-0", "code", 30)])
+    assert decisions == []  # nothing new decided
+    assert started["specdec"] == [] and len(started["none"][0].added) == 30
+    assert done["code-0"][0].decision == earlier
+
+
+def test_rows_that_cannot_run_shrink_the_pilot_to_a_skip(monkeypatch):
+    started = fake_engines(monkeypatch, {"none": 1, "specdec": 4})
+    broken = ShardRows("bad", "shard bad", [], [], "bad", ValueError("bad shard: unreadable"), kind="k")
+    done, decisions, _ = run_auto([broken, shard("k-0", "k", 12)])
+    assert [d.method for d in decisions] == ["specdec"] and decisions[0].speedup is None
+    assert isinstance(done["bad"][1], ValueError) and done["k-0"][0].results.num_rows == 12
+    assert started["none"] == []  # a skip starts no speculation-free engine
