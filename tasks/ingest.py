@@ -20,11 +20,13 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from specdec.pilot import PilotDecision
 from specdec.results_table import with_current_names
 from specdec.stats import DRAFT_SOURCES, ShardStats
 from tasks.db import connect_for_write, load_sql, write_cursor
@@ -126,15 +128,36 @@ def _ingest_shards(con: duckdb.DuckDBPyConnection, staging: Staging, run_id: str
 
 
 def upsert_run(con: duckdb.DuckDBPyConnection, run: RunManifest) -> None:
-    con.execute(
-        load_sql("upsert_run"),
-        [
-            run.run_id, run.run_name, run.flow_run_id, run.source, run.method, run.config_hash,
-            json.dumps(run.config, sort_keys=True), run.status, run.num_shards,
-            _ts(run.started_at), _ts(run.finished_at), run.wall_s, run.engine_start_s, run.message,
-            run.engine_busy_s,
-        ],
-    )
+    """The run's record and its pilot decisions (method auto), replaced together in one
+    transaction: the manifest holds every decision made so far, so re-ingesting never duplicates."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            load_sql("upsert_run"),
+            [
+                run.run_id, run.run_name, run.flow_run_id, run.source, run.method, run.config_hash,
+                json.dumps(run.config, sort_keys=True), run.status, run.num_shards,
+                _ts(run.started_at), _ts(run.finished_at), run.wall_s, run.engine_start_s, run.message,
+                run.engine_busy_s,
+            ],
+        )
+        con.execute(load_sql("delete_run_pilot_decisions"), [run.run_id])
+        for ordinal, decision in enumerate(run.pilot):
+            con.execute(load_sql("insert_pilot_decision"), _pilot_row(run.run_id, ordinal, decision))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _pilot_row(run_id: str, ordinal: int, data: dict[str, Any]) -> list[Any]:
+    """insert_pilot_decision's parameters: the decision, then each pass (NULLs where none ran)."""
+    d = PilotDecision.from_dict(data)
+    passes: list[Any] = []
+    for p in (d.none, d.specdec):
+        passes += [None] * 5 if p is None else [p.num_requests, p.num_output_tokens, p.engine_s, p.start_s,
+                                                p.tokens_per_s]
+    return [run_id, d.kind, ordinal, d.method, d.reason, d.speedup, d.margin, *passes]
 
 
 def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: ShardManifest) -> int | None:
@@ -254,7 +277,7 @@ def _insert_shard_row(con: duckdb.DuckDBPyConnection, m: ShardManifest, status: 
             s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens,
             m.read_s, m.engine_start_s, m.generate_s, m.stage_s, ingest_s, _ts(m.generated_at),
             m.num_input_rows, m.worker, _attributed_engine_s(s),
-            json.dumps(m.engine, sort_keys=True) if m.engine is not None else None,
+            json.dumps(m.engine, sort_keys=True) if m.engine is not None else None, m.method, m.kind,
         ],
     )
 

@@ -6,6 +6,7 @@ import re
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from specdec.pilot import PilotDecision
 from specdec.stats import RunStats
 from tasks.charts import charts_markdown
 from tasks.staging import RunManifest, ShardManifest
@@ -47,7 +48,19 @@ def summary_markdown(run: RunManifest, outcomes: list[ShardManifest]) -> str:
     ]
     if run.message:
         lines.append(f"- failures: {run.message}")
-    return "\n".join(lines)
+    return "\n".join(lines + engine_choice_lines(run.pilot))
+
+
+def engine_choice_lines(pilot: list[dict[str, object]]) -> list[str]:
+    """Method auto: each kind's decision in its own sentence, with the pilot's figures."""
+    if not pilot:
+        return []
+    lines = ["", "## Engine choice"]
+    for decision in map(PilotDecision.from_dict, pilot):
+        measured = [f"{p.method} {p.tokens_per_s:.1f}" for p in (decision.none, decision.specdec) if p is not None]
+        figures = f". Pilot: {', '.join(measured)} output tokens per engine-second" if measured else ""
+        lines.append(f"- {decision.reason}{figures}.")
+    return lines
 
 
 def publish_run_artifacts(run_id: str, run: RunManifest, outcomes: list[ShardManifest], db: str | None = None) -> None:

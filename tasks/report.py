@@ -15,6 +15,7 @@ REPORT_SECTIONS = (
     ("Speed-up against runs without speculation", "report_method_comparison"),
     ("Speed-up per samples setting", "report_samples_speedup"),
     ("Accepted draft tokens by source (history: earlier runs of the same prompts)", "report_draft_sources"),
+    ("Method auto: the engine per shard kind and what its pilot measured", "report_pilot_decisions"),
 )
 
 

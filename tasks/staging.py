@@ -48,6 +48,8 @@ class ShardManifest:
     num_input_rows: int | None = None  # rows in the prompt shard; None when unreadable
     worker: str | None = None  # host:pid that generated it (with its devices where pinned)
     engine: dict[str, Any] | None = None  # what vLLM resolved for the engine that generated it
+    method: str | None = None  # the method that generated it (under auto: none or specdec); None: older workers
+    kind: str | None = None  # its folder inside the run's source ("": the top level); None: older workers
     results_sha256: str = ""  # of results.parquet: ingest refuses a file that is not the committed one
 
     def __post_init__(self) -> None:
@@ -89,6 +91,9 @@ class RunManifest:
     # Seconds the engine held requests (the sum of its steps' wall times): what the requests'
     # attributed engine_s add up to. None: not measured (the sequential worker, older runs).
     engine_busy_s: float | None = None
+    # Method auto's decisions, one PilotDecision.to_dict() per shard kind in the order decided;
+    # empty for other methods and older runs.
+    pilot: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 class StagingIntegrityError(RuntimeError):

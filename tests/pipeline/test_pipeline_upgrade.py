@@ -132,9 +132,10 @@ def build_573b56b_db(path: Path) -> None:
 
 # Columns the upgrade adds to a table, after `id`, with the value old rows get (one sample each).
 ADDED_BY_SAMPLES = {"outputs": {"sample": 0, "num_samples": 1}, "request_stats": {"sample": 0}}
-# Columns the upgrade appends to a table, NULL for old rows: engine time (not attributed) and
-# what vLLM resolved for a shard's engine (not recorded).
-APPENDED = {"request_stats": ["engine_s"], "shards": ["engine_s", "engine"], "runs": ["engine_busy_s"]}
+# Columns the upgrade appends to a table, NULL for old rows: engine time (not attributed),
+# what vLLM resolved for a shard's engine, and the shard's method and kind (not recorded).
+APPENDED = {"request_stats": ["engine_s"], "shards": ["engine_s", "engine", "method", "kind"],
+            "runs": ["engine_busy_s"]}
 
 
 def as_upgraded(table: str, columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
