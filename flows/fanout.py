@@ -74,14 +74,14 @@ def generate_shard_group(params: dict[str, Any], shards: list[dict[str, str]]) -
     `params`: FlowParams fields as JSON (no credentials); `shards`: [{"shard_id", "uri"}]."""
     p = FlowParams(**params)
     p.check_model_folders()
-    run = RunContext(p)
+    run = RunContext(p, stages_decisions=False)  # run.json is the parent's: the figures carry them
     refs = [ShardRef(s["shard_id"], s["uri"]) for s in shards]
     get_run_logger().info("run %s: %d shard(s) on worker %s (code: %s)", run.run_id, len(refs),
                           worker_name(), __file__)
     with closing_on_interrupt():  # cancelled: the engine goes before the process does
         process_shards(run, refs, ingest_each=False, keyed_progress=False)  # the parent's are keyed
     figures = {"worker": worker_name(), "shards": [r.shard_id for r in refs], "failures": run.failures,
-               "engine_busy_s": run.manifest.engine_busy_s}
+               "engine_busy_s": run.manifest.engine_busy_s, "pilot": run.manifest.pilot}
     _record_group_figures(figures)
     return figures
 
@@ -105,7 +105,9 @@ def speculative_generation_fanout(**fields: Any) -> dict[str, Any]:
     for child_id, state in states.items():
         if state.type.value != "COMPLETED":
             run.failures.append(f"child flow run {child_id} ended {state.type.value}")
-    run.manifest.engine_busy_s = total_engine_busy_s(_read_group_busy_s(children), children)
+    figures = _read_group_figures(children)
+    run.manifest.engine_busy_s = total_engine_busy_s({g: f.get("engine_busy_s") for g, f in figures.items()}, children)
+    run.manifest.pilot = first_decision_per_kind([f.get("pilot") or [] for f in figures.values()])
     if run.manifest.engine_busy_s is None:
         logger.warning("not every group reported its engine busy time: the run's is not recorded")
     _collect(run, refs)
@@ -203,14 +205,24 @@ def _group_tables(flow_run_ids: list) -> list[Any]:
     return artifacts
 
 
-def _read_group_busy_s(flow_run_ids: list) -> dict[Any, float | None]:
-    """Each group's engine_busy_s from its figures artifact (absent: the group did not get there)."""
-    found: dict[Any, float | None] = {}
+def _read_group_figures(flow_run_ids: list) -> dict[Any, dict[str, Any]]:
+    """Each group's figures from its artifact (absent: the group did not get there)."""
+    found: dict[Any, dict[str, Any]] = {}
     for artifact in _group_tables(flow_run_ids):
         if artifact.description == GROUP_FIGURES and isinstance(artifact.data, str):
             rows = json.loads(artifact.data)
-            found[artifact.flow_run_id] = rows[0].get("engine_busy_s") if rows else None
+            found[artifact.flow_run_id] = rows[0] if rows else {}
     return found
+
+
+def first_decision_per_kind(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Method auto under fan-out: each worker pilots the kinds it meets on its own hardware; the
+    run records one decision per kind, the first group's (each shard's own method is in its row)."""
+    kept: dict[str, dict[str, Any]] = {}
+    for decisions in groups:
+        for decision in decisions:
+            kept.setdefault(decision["kind"], decision)
+    return list(kept.values())
 
 
 def _cancel_children(flow_run_ids: list) -> None:

@@ -39,8 +39,9 @@ def worker_name() -> str:
 class RunContext:
     """State of one flow run: parameters, staging, timings, shard outcomes."""
 
-    def __init__(self, params: FlowParams) -> None:
+    def __init__(self, params: FlowParams, stages_decisions: bool = True) -> None:
         self.params = params
+        self.stages_decisions = stages_decisions
         self.run_id = params.run_id()
         self.config = params.recorded_config()
         self.config_hash = params.config_hash()
@@ -70,7 +71,8 @@ class RunContext:
         get_run_logger().info("%s", decision.reason)
         self.decided[decision.kind] = decision
         self.manifest.pilot = [d.to_dict() for d in self.decided.values()]
-        t.record_run(self.staging, self.manifest)
+        if self.stages_decisions:
+            t.record_run(self.staging, self.manifest)
 
 
 def shard_kind(shard_id: str) -> str:
