@@ -1,12 +1,13 @@
 """`specdec demo` (`make demo`): where model-free speculation pays, on the bundled data.
 
 One process runs every flow run of the demo, so Prefect's embedded server starts once and
-one specdec engine serves them all: for each shard kind (code-editing prompts, whose answers
-restate the prompt; chat turns, which give little to draft from) a run with speculation, then
-the same shards with `--method none` on the same engine with drafting switched off
-(specdec.engine_cache). The terminal gets one line per run, the final table and the PNG charts
-written under the output folder's plots/ (tasks/charts.py); vLLM's and Prefect's logs go to a
-file under the output folder (`--verbose` shows them instead).
+its engines serve every run. For each shard kind (code-editing prompts, whose answers restate
+the prompt; chat turns, which give little to draft from) a run without speculation (`none`,
+an engine without vLLM's speculative path), then a run under the default method `auto`: its
+pilot generates a sample of the kind on `none` and on `specdec` and the kind continues on the
+faster engine. The terminal gets one line per run, what each pilot measured and chose, the
+final table and the PNG charts written under the output folder's plots/ (tasks/charts.py);
+vLLM's and Prefect's logs go to a file under the output folder (`--verbose` shows them instead).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="most new tokens per code-editing answer (they restate the code)")
     parser.add_argument("--chat-max-tokens", type=int, default=96, help="most new tokens per chat answer")
     parser.add_argument("--batch-size", type=int, default=16, help="requests running at once (one engine for all runs)")
+    parser.add_argument("--pilot-requests", type=int, default=8,
+                        help="auto: requests of each kind generated on both engines (the demo's kinds are small)")
     parser.add_argument("--verbose", action="store_true", help="show the engine's and Prefect's logs here")
 
 
@@ -50,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
         kinds = _write_shards(out, args.prompts_per_shard, term)
         _fresh_results(out)
         _model_ready(term)
-        try:
-            for kind in kinds:
-                for method in ("specdec", "none"):
+        try:  # the none runs first: their engine is the pilots' speculation-free one
+            for method in ("none", "auto"):
+                for kind in kinds:
                     _run(term, out, kind, method, args)
         finally:
             engine_cache.close_engines()  # its shutdown lines go to the log too
@@ -106,13 +109,18 @@ def _fresh_results(out: Path) -> None:
 def _run(term: Console, out: Path, kind: str, method: str, args: argparse.Namespace) -> None:
     from flows.generation import speculative_generation
 
-    run_name = f"{RUN_PREFIX}-{kind}" + ("" if method == "specdec" else f"-{method}")
+    run_name = f"{RUN_PREFIX}-{kind}" + ("" if method == "auto" else f"-{method}")
     term.status(f"run {run_name}: running ({method})")
     max_tokens = args.code_max_tokens if kind == "code-edit" else args.chat_max_tokens
-    speculative_generation(source=str(out / "prompts" / kind), db=str(out / "specdec.duckdb"),
+    # The pilot samples from the kind's first pilot_min_requests requests: here, the whole kind.
+    pilot = {"pilot_requests": args.pilot_requests, "pilot_min_requests": args.prompts_per_shard}
+    speculative_generation(source=str(out / "prompts"), shard_glob=f"{kind}/*.parquet", db=str(out / "specdec.duckdb"),
                            staging=str(out / "staging"), method=method, run_name=run_name,
-                           max_tokens=max_tokens, batch_size=args.batch_size)
+                           max_tokens=max_tokens, batch_size=args.batch_size, **pilot)
     term.line(_run_line(out, run_name, method))
+    if method == "auto":
+        for line in _pilot_lines(out, run_name):
+            term.line(f"  {line}")
 
 
 def _run_line(out: Path, run_name: str, method: str) -> str:
@@ -123,13 +131,26 @@ def _run_line(out: Path, run_name: str, method: str) -> str:
             f"{tokens_per_s:.1f} tokens/s, {wall_s:.0f} s{start}")
 
 
+def _pilot_lines(out: Path, run_name: str) -> list[str]:
+    """What the run's pilot measured per kind and the engine the kind ran on."""
+    _, rows = _query(out, "demo_pilot_by_kind", [run_name])
+    lines = []
+    for kind, requests, none_tps, specdec_tps, speedup, ran, prompts, tps in rows:
+        measured = (f"specdec {speedup:.2f}x none in the pilot ({requests} requests on each engine: "
+                    f"{none_tps:.1f} vs {specdec_tps:.1f} tokens per engine-second)") if speedup is not None \
+            else "no pilot (too few requests)"
+        lines.append(f"{kind}: {measured}, ran {'without speculation' if ran == 'none' else 'specdec'}; "
+                     f"{prompts} prompts at {tps or 0:.1f} tokens per engine-second")
+    return lines
+
+
 def _final_tables(term: Console, out: Path, started: float) -> None:
     from tasks.charts import chart_lines, write_charts
     from tasks.report import render_table
 
     columns, rows = _query(out, "demo_speedup_by_kind", [RUN_PREFIX])
     term.line()
-    term.line("== Speculation against none, per shard kind (same shards, same engine, drafting off for none)")
+    term.line("== Method auto against none, per shard kind (same shards; auto's pilot included in run_speedup)")
     term.line(render_table(columns, rows))
     term.line("speedup: tokens per engine-second; run_speedup: the runs' wall-clock tokens/s (Prefect's work included)")
     db = out / "specdec.duckdb"
