@@ -1,8 +1,6 @@
-"""The bench's commands, joined to the core's CLI through the entry-point group `specdec.commands`:
-`specdec bench` (methods side by side, bench/compare.py) and `specdec bench-run` (a run of many
-shards through the real engine, stream against sequential shards, bench/throughput.py). Both run
-in the console as `specdec generate` does: library logs and engine processes' output go to a log
-file, the bench's own lines (what it prints) to the terminal; `--verbose` redirects nothing."""
+"""The bench's commands, joined to the core's CLI through the entry-point group `specdec.commands`: `specdec bench`
+(bench/compare.py) and `specdec bench-run` (bench/throughput.py). Both run in the console as `specdec generate` does:
+library logs and engine processes' output go to a log file, the bench's own lines to the terminal."""
 
 from __future__ import annotations
 

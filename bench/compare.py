@@ -20,9 +20,10 @@ from specdec.models import resolve_model
 from specdec.params import GenerationParams
 from specdec.prompts import reject_greedy_samples, tokenize_rows
 
-# Chosen per method and batch size by the bench itself. Sampling (temperature, top_p, top_k,
-# seed, samples) is the workload's: greedy by default.
 REPLIES = "sharegpt-replies"  # run mode: ShareGPT's reply lengths
+# TODO(lead): the product's pilot defaults until GenerationParams has these fields (then read from params).
+PILOT_DEFAULTS = {"pilot_requests": 32, "pilot_margin": 0.03, "pilot_min_requests": 256}
+# Chosen per method and batch size by the bench itself; sampling options are the workload's (greedy by default).
 NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
 
 
@@ -39,7 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"{', '.join(cost_models.PRESETS)} or a JSON file; repeatable (default: {cost_models.H100_LLAMA3_8B})")
     p.add_argument("--host-s", type=float, default=None, help="replay: seconds per step that synchronous methods (all "
                    "but none) pay and none's async scheduling overlaps, on GPU cost models (default: the model's, "
-                   f"{cost_models.h100_llama3_8b().host_s * 1e3:.3f} ms for {cost_models.H100_LLAMA3_8B}; 0: off)"),
+                   f"{cost_models.h100_llama3_8b().host_s * 1e3:.3f} ms for {cost_models.H100_LLAMA3_8B}; 0: off)")
+    p.add_argument("--auto-requests", default="2000", type=parse_ks, help="replay: price method auto (its pilot "
+                   "included) on a shard kind of this many requests; comma list")
     p.add_argument("--rounds", type=int, default=3, help="vllm engine: interleaved rounds (medians and spread reported)")
     p.add_argument("--limit", type=int, default=None, help="prompts per dataset")
     p.add_argument("--min-prompts", type=int, default=16, help="vllm engine: prompts measured per batch size")
@@ -131,7 +134,7 @@ def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
               params: GenerationParams, args) -> list:
     """Every method's priced steps (bench/projection.py), or with --run-shards whole runs (bench/run_replay.py)."""
     from bench.drafters import all_methods
-    from bench.projection import project, render_projection_table
+    from bench.projection import AutoPilot, project, render_projection_table
     from bench.run_replay import render_run_table, replayed_jobs, run_records
 
     *earlier, measured = _reference(requests, tokenizer, workload, engine_cfg, params)
@@ -141,7 +144,10 @@ def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
         records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes,
                           _costs(args, engine_cfg, ks), engine_cfg.max_model_len,
                           progress=lambda line: print(line, flush=True), warmup_epochs=earlier, workload=workload)
-        print(f"\n{render_projection_table(records)}")
+        pilot = {name: getattr(params, name, default) for name, default in PILOT_DEFAULTS.items()}
+        pilots = [AutoPilot(pilot["pilot_requests"], pilot["pilot_margin"], pilot["pilot_min_requests"], n)
+                  for n in args.auto_requests]
+        print(f"\n{render_projection_table(records, pilots)}")
         return records
     records = []
     for cost in _costs(args, engine_cfg, ks):
@@ -164,8 +170,8 @@ def _costs(args, engine_cfg: EngineConfig, ks: list[int]) -> list[cost_models.Co
 
 
 def _vllm(requests, workload: Workload, ks, dataset, engine_cfg, params: GenerationParams, args) -> list:
+    from bench.drafters import arctic_available
     from bench.reference import epoch_requests
-    from bench.suffix_baseline import arctic_available
     from bench.throughput import DEFAULT_METHODS, engine_methods, render_table, run_rounds
 
     available = engine_methods(1, params.draft_model)

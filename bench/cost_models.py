@@ -1,9 +1,8 @@
-"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens + per_kv_token*KV +
-per_draft_kv_token*draft KV + overhead`, + `host_s` for synchronous methods on a GPU) and
-pricing a replay's step log: `h100-llama3-8b` (arXiv 2601.11580's fit), `cpu-calibrated`
-(this machine's calibration, prefill at its timed rate) or a JSON file of the coefficients.
-A priced step is its forward plus the drafter's time; a mixed step's decode part is priced
-as over its decoding rows alone."""
+"""Step-time models (`t = fixed + per_seq*rows + per_token*tokens + per_kv_token*KV + per_draft_kv_token*draft KV +
+overhead`, + `host_s` for synchronous methods on a GPU) and pricing a replay's step log: `h100-llama3-8b` (arXiv
+2601.11580's fit), `cpu-calibrated` (this machine's calibration, prefill at its timed rate) or a JSON file of the
+coefficients. A priced step is its forward plus the drafter's time; a mixed step's decode part is priced as over its
+decoding rows alone."""
 
 from __future__ import annotations
 
@@ -28,9 +27,8 @@ PRESETS = (H100_LLAMA3_8B, CPU_CALIBRATED)
 _JSON_FIELDS = ("per_kv_token_s", "per_token_s", "fixed_s", "per_step_overhead_s")
 _OPTIONAL_JSON_FIELDS = ("per_seq_s", "per_draft_kv_token_s", "per_prefill_token_s", "max_batched_tokens", "host_s")
 
-# Async scheduling's published gain at batch 1 for a custom proposer, +10 % at 4B and +5.5 % at
-# 9B, interpolated linearly in parameters to 8B (0.10 + 4/5 x (0.055 - 0.10) = 0.064): an
-# interpolation, not a measurement.
+# Async scheduling's published gain at batch 1 for a custom proposer, +10 % at 4B and +5.5 % at 9B, interpolated
+# linearly in parameters to 8B (0.10 + 4/5 x (0.055 - 0.10) = 0.064): an interpolation, not a measurement.
 H100_LLAMA3_8B_ASYNC_GAIN = 0.10 + (8 - 4) / (9 - 4) * (0.055 - 0.10)
 
 

@@ -12,10 +12,9 @@ from specdec.datasets import first_human_turn, humaneval_rows, sharegpt_history_
 from specdec.prompts import InputError, PromptRow, prompt_token_ids, read_prompt_table, validate_rows
 
 def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 1500) -> list[dict[str, str]]:
-    """Multi-turn ShareGPT prompts: the conversation up to its second user turn (the first
-    answer included), as chat `messages`; the model then writes the second answer (later turns
-    often quote earlier ones: drafting from the request's own text pays). Conversations whose
-    history exceeds `max_prompt_chars` are skipped."""
+    """Multi-turn ShareGPT prompts: the conversation up to its second user turn (the first answer included), as chat
+    `messages`; the model then writes the second answer (later turns often quote earlier ones: drafting from the
+    request's own text pays). Conversations whose history exceeds `max_prompt_chars` are skipped."""
     def history(item: object) -> list[dict[str, str]] | None:
         turns = _chat_turns(item)[:3]
         return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_prompt_chars else None
@@ -24,10 +23,9 @@ def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 15
 
 
 def sharegpt_long_rows(limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500) -> list[dict[str, str]]:
-    """Long-context ShareGPT prompts: each conversation's history up to its last user turn
-    that keeps the history within `max_chars`, kept if it reaches `min_chars`; the model then
-    writes the next answer. At SmolLM2's about 4.1 characters per token on these histories
-    the window sits inside 1-2k prompt tokens, leaving room for denser text (code)."""
+    """Long-context ShareGPT prompts: each conversation's history up to its last user turn that keeps it within
+    `max_chars`, kept if it reaches `min_chars`; the model then writes the next answer. At SmolLM2's 4.1 characters
+    per token on these histories that is 1-2k prompt tokens, leaving room for denser text (code)."""
     return sharegpt_history_rows("sharegpt-long", lambda item: _long_history(item, min_chars, max_chars), limit)
 
 

@@ -14,10 +14,9 @@ from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 def run_batches(engine: Any, requests: Sequence[GenerationRequest], sampling: SamplingOptions,
                 batch_size: int | None = None, *, show_progress: bool = False,
                 stats: ShardStats | None = None) -> list[GenerationResult]:
-    """`requests` on `engine`, results in request order: as one group, or groups of `batch_size`
-    each run to its end, each a shard of a sequential stream (an unseeded request gets
-    `sampling.seed` + its index in its group). `stats` gains each group's statistics; raises
-    what failed a group."""
+    """`requests` on `engine`, results in request order: as one group, or groups of `batch_size` each run to its end,
+    each a shard of a sequential stream (an unseeded request gets `sampling.seed` + its index in its group). `stats`
+    gains each group's statistics; raises what failed a group."""
     from tqdm import tqdm
 
     size = batch_size or len(requests) or 1

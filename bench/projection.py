@@ -13,9 +13,9 @@ from bench.drafters import Method, all_methods
 from bench.plots import MethodRecord, grouped, table
 from bench.reference import Workload
 from bench.replay import ReplayRequest, SimulatedStepTimer, Simulation, expected_output, simulate
+from specdec.pilot import PilotPass, decide, skipped
 from specdec.stats import ShardStats
 
-JOINING = "a request joins when one finishes (vLLM max_num_seqs)"
 BASELINES = ("ngram", "ngram[2..5]", "suffix")
 METHOD_ORDER = ("none", *BASELINES, "specdec[no-budget]", "specdec", "oracle")
 
@@ -68,8 +68,8 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
               (t.num_output_tokens - n) / (run.priced.decode_seconds or math.inf)) for run, t in zip(runs, totals)]
     none = {(run.batch_size, run.cost.name): r for run, r in zip(runs, rates) if run.method.name == "none"}
     expected = [expected_output(req) for req in requests]
-    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts; {JOINING}"
-                    if workload.epochs > 1 else f"cold cross-request cache; {JOINING}")
+    started_from = (f"state kept from {workload.epochs - 1} earlier epoch(s) of the same prompts" if workload.epochs > 1
+                    else "cold cross-request cache") + "; a request joins when one finishes (vLLM max_num_seqs)"
     records = []
     for run, total, (e2e, decode) in zip(runs, totals, rates):
         base, priced = none[(run.batch_size, run.cost.name)], run.priced
@@ -86,7 +86,9 @@ def project(requests: Sequence[ReplayRequest], dataset: str, methods: Sequence[M
             accepted_per_pos=total.accepted_per_pos, num_output_tokens=total.num_output_tokens,
             tokens_per_s=e2e, host_s=run.cost.host_s, synchronous=run.method.synchronous, **workload.record_fields(),
         ))
-    return mark_best_k(records)
+    runs_of = grouped(records, lambda r: (r.method, r.dataset, r.batch_size, r.cost_model))
+    best = {id(max(runs, key=lambda r: r.projected_tokens_per_s)) for runs in runs_of}  # each one's best K
+    return [dataclasses.replace(r, best_k=id(r) in best) for r in records]
 
 
 def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int, batch_size: int,
@@ -107,18 +109,10 @@ def simulate_and_price(requests: Sequence[ReplayRequest], method: Method, k: int
         paid = cost.run_by(method.synchronous)  # the budget learns the host term with the step it is in
         if method.budget:
             sim = run(SimulatedStepTimer(paid, k, batch_size, max_model_len), cost.max_batched_tokens)
-        else:
-            if cost.max_batched_tokens not in shared:
-                shared[cost.max_batched_tokens] = run(None, cost.max_batched_tokens)
-            sim = shared[cost.max_batched_tokens]
+        elif (sim := shared.get(cost.max_batched_tokens)) is None:
+            sim = shared[cost.max_batched_tokens] = run(None, cost.max_batched_tokens)
         runs.append(_Run(method, k, batch_size, cost, price(sim.log, paid, method.draft_cost), sim))
     return runs
-
-
-def mark_best_k(records: list[ProjectionRecord]) -> list[ProjectionRecord]:
-    runs_of = grouped(records, lambda r: (r.method, r.dataset, r.batch_size, r.cost_model))
-    best = {id(max(runs, key=lambda r: r.projected_tokens_per_s)) for runs in runs_of}
-    return [dataclasses.replace(r, best_k=id(r) in best) for r in records]
 
 
 def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
@@ -128,25 +122,61 @@ def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
     return sorted(picked, key=lambda r: (r.cost_model, r.dataset, r.batch_size, order.get(r.method, len(order)), r.method))
 
 
-def render_projection_table(records: Sequence[ProjectionRecord]) -> str:
-    """A table per cost model and dataset; a method slower than `none` is marked BELOW."""
+@dataclasses.dataclass(frozen=True)
+class AutoPilot:
+    """Method auto on `run_requests` requests: a pilot runs `requests` of them on none, then on specdec, the rest on
+    the one specdec.pilot picks, the losing pass its cost (the pilot measures the run's rates; starts not priced)."""
+
+    requests: int  # the pilot's sample, run on both engines
+    margin: float  # the share by which specdec must beat none
+    min_requests: int  # smaller kinds run specdec without a pilot
+    run_requests: int  # the kind's requests
+
+    def figure(self, none_rate: float, specdec_rate: float, tokens_per_request: float) -> tuple[str, float]:
+        """(engine the kind runs on, tokens/s over the run, losing pilot pass included) from none's and specdec's."""
+        rates = {"none": none_rate, "specdec": specdec_rate}
+        if self.run_requests < self.min_requests:
+            method = skipped("", self.run_requests, self.min_requests, self.margin).method
+            return method, rates[method]
+        n = min(self.requests, self.run_requests)
+        passes = {m: PilotPass(m, n, round(n * tokens_per_request), n * tokens_per_request / rate)
+                  for m, rate in rates.items()}
+        method = decide("", passes["none"], passes["specdec"], self.margin).method
+        loser = passes["none" if method == "specdec" else "specdec"]
+        tokens = self.run_requests * tokens_per_request
+        return method, tokens / (tokens / rates[method] + loser.engine_s)
+
+
+def render_projection_table(records: Sequence[ProjectionRecord], pilots: Sequence[AutoPilot] = ()) -> str:
+    """A table per cost model and dataset; a method slower than `none` is marked BELOW; method auto's row per pilot."""
     columns = [("batch", ">5"), ("running", ">8.1f"), ("  method", "<21"), ("K", ">3"), ("tok/s", ">10.1f"),
-               ("decode", ">10.1f"), ("x none", ">8.2f"), ("tok/fwd", ">8.2f"), ("accept", ">7.2f"), ("drafted", ">8.2f"),
+               ("decode", ">10.1f"), ("x none", ">8.3f"), ("tok/fwd", ">8.2f"), ("accept", ">7.2f"), ("drafted", ">8.2f"),
                ("drafting", ">9.1%"), ("", "")]
+    below = lambda speedup: "  BELOW none" if speedup < 1 else ""  # noqa: E731
     blocks = []
     for group in grouped(shown(records), lambda r: (r.cost_model, r.dataset)):
-        rows = [(r.batch_size, r.mean_running, "  " + method_label(r), None if r.method == "none" else r.k_max,
-                 r.projected_tokens_per_s, r.projected_decode_tokens_per_s, r.speedup_vs_none, r.tokens_per_forward,
-                 r.acceptance_rate, r.mean_drafted_tokens_per_step, r.drafting_share,
-                 ("  BELOW none" if r.speedup_vs_none < 1 else "")
-                 + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")) for r in group]
+        rows = []
+        for at in grouped(group, lambda r: r.batch_size):
+            rows += [(r.batch_size, r.mean_running, "  " + method_label(r), None if r.method == "none" else r.k_max,
+                      r.projected_tokens_per_s, r.projected_decode_tokens_per_s, r.speedup_vs_none, r.tokens_per_forward,
+                      r.acceptance_rate, r.mean_drafted_tokens_per_step, r.drafting_share, below(r.speedup_vs_none)
+                      + ("" if r.outputs_identical_to_none else "  OUTPUT DIFFERS")) for r in at]
+            pair = {r.method: r for r in at if r.method in ("none", "specdec")}
+            for p in pilots if len(pair) == 2 else ():
+                method, rate = p.figure(pair["none"].projected_tokens_per_s, pair["specdec"].projected_tokens_per_s,
+                                        pair["none"].num_output_tokens / pair["none"].num_requests)
+                x = rate / pair["none"].projected_tokens_per_s
+                rows.append((at[0].batch_size, None, f"  auto[{p.run_requests}] {method}", None, rate, None, x, None,
+                             None, None, None, below(x)))
         r = group[0]
         host = f"; synchronous methods pay a host term of {r.host_s * 1e3:.3f} ms per step that none (async) overlaps"
+        auto = (f"; auto[N] X: method auto on N requests, its pilot running {pilots[0].requests} of them on none and "
+                f"on specdec (margin {pilots[0].margin:.0%}), the rest on X") if pilots else ""
         prompts = f"{r.num_requests} prompts" if r.temperature == 0 else (
             f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
         blocks.append("\n".join([f"projected on {r.cost_model}: {r.dataset}, {prompts}{f', epoch {r.epoch}' * (r.epoch > 1)} "
                                  f"(tok/s end to end; decode: decode steps and drafting only; drafted: draft tokens "
-                                 f"per running request per step{host * (r.host_s > 0)})", *table(columns, rows), "",
+                                 f"per running request per step{host * (r.host_s > 0)}{auto})", *table(columns, rows), "",
                                  *standing(group)]))
     return "\n\n".join(blocks)
 

@@ -83,9 +83,7 @@ def replay_id(req_id: str, sample: int = 0, epoch: int = 1) -> str:
 
 def reference_path(model_dir: Path, requests: Sequence[GenerationRequest], lookahead: int,
                    workload: Workload = Workload()) -> Path:
-    digest = hashlib.sha256()
-    digest.update(str(model_dir).encode())
-    digest.update(str(lookahead).encode())
+    digest = hashlib.sha256(f"{model_dir}{lookahead}".encode())
     if workload.sampled:
         digest.update(f"sampled|{workload.temperature!r}|{workload.top_p!r}|{workload.top_k}".encode())
     for r in requests:

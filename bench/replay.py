@@ -1,10 +1,9 @@
-"""Replay: score a drafter on the target's known outputs (greedy, or one sample each), scheduled
-as vLLM schedules: up to `batch_size` running, the next joining as one finishes, each step's rows
-served from a token budget (a decoding row: its token and draft; a joining row: a prompt chunk).
-A forward accepts the draft's longest prefix equal to the reference (for a sampled reference as
-likely as rejection sampling accepts it); the drafter is then called for the rows that emitted.
-References run past max_tokens (vLLM verifies drafts past the stop point). The step log keeps
-each step's shape for a cost model; a `learner` learns the step cost from clean decode steps."""
+"""Replay: score a drafter on the target's known outputs (greedy, or one sample each), scheduled as vLLM schedules: up
+to `batch_size` running, the next joining as one finishes, each step's rows served from a token budget (a decoding
+row: its token and draft; a joining row: a prompt chunk). A forward accepts the draft's longest prefix equal to the
+reference (for a sampled reference as likely as rejection sampling accepts it); the drafter is then called for the
+rows that emitted. References run past max_tokens (vLLM verifies drafts past the stop point). The step log keeps each
+step's shape for a cost model; a `learner` learns the step cost from clean decode steps."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from specdec.stats import RequestStats, request_stats
 from specdec.step_cost import StepCostModel, StepSample, StepTimer
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-UNBOUNDED = 1 << 30  # a token budget no step reaches
 
 # Columns of the step log, one value per step.
 LOG_FIELDS = (
@@ -209,8 +207,7 @@ def _advance(row: _Row, num_tokens: int) -> bool:
     return True
 
 
-def _propose(drafter: Drafter, emitting: list[_Row], done: list[_Row], cost: StepCostModel | None,
-             tail: bool) -> float:
+def _propose(drafter: Drafter, emitting: list[_Row], done: list[_Row], cost: StepCostModel | None, tail: bool) -> float:
     """The drafter call for the rows that emitted, then the finished ones; its thread CPU time."""
     if not emitting:
         return 0.0
@@ -229,14 +226,8 @@ def _propose(drafter: Drafter, emitting: list[_Row], done: list[_Row], cost: Ste
 
 def _result(row: _Row, drafter: Drafter) -> ReplayResult:
     output = [int(t) for t in row.reference[: row.stop_at]]
-    stats = request_stats(len(output), row.drafted, row.accepted, drafter.config.k_ceiling,
-                          drafter.config.speculative)
+    stats = request_stats(len(output), row.drafted, row.accepted, drafter.config.k_ceiling, drafter.config.speculative)
     return ReplayResult(row.req.id, output, row.drafted, row.accepted, stats)
-
-
-def replay(requests: Sequence[ReplayRequest], drafter: Drafter) -> list[ReplayResult]:
-    """One request at a time through one drafter (its state carried over, as in an engine)."""
-    return simulate(requests, drafter, batch_size=1, max_batched_tokens=UNBOUNDED).results
 
 
 def num_matching(draft: np.ndarray, reference: np.ndarray) -> int:

@@ -1,11 +1,10 @@
-"""The real engine measured in interleaved rounds, the order rotating from round to round, ratios
-pairing runs of the same round. `specdec bench --engine vllm`: throughput per method and batch
-size over the same prompts, each measurement: prefix cache emptied, a timed max_tokens=1 prefill
-pass, the draft cache cold, earlier epochs untimed, then the timed decode pass (a `BenchRecord`
-per method and batch size). `specdec bench-run`: many small shards through the engine (started
-once) as one stream and one shard at a time, engine start excluded; `--vs-none`: specdec against
-its drafting switched off on the same engine; the `long-first` shape: the stream ordered by the
-history an untimed first run leaves in the cache file (`stream` runs in arrival order)."""
+"""The real engine measured in interleaved rounds, the order rotating from round to round, ratios pairing runs of the
+same round. `specdec bench --engine vllm`: throughput per method and batch size over the same prompts, each
+measurement: prefix cache emptied, a timed max_tokens=1 prefill pass, the draft cache cold, earlier epochs untimed,
+then the timed decode pass (a `BenchRecord` per method and batch size). `specdec bench-run`: many small shards through
+the engine (started once) as one stream and one shard at a time, engine start excluded; `--vs-none`: specdec against
+its drafting switched off on the same engine; the `long-first` shape: the stream ordered by the history an untimed
+first run leaves in the cache file (`stream` runs in arrival order)."""
 
 from __future__ import annotations
 
@@ -109,17 +108,15 @@ class BenchRecord(MethodRecord):  # tokens_per_s: the median over the rounds
 
 def engine_methods(k: int, draft_model: str | None = None) -> dict[str, SpecConfig]:
     """The real-engine methods by bench name (`ngram` is vLLM's default 5..5 lookup)."""
-    methods = {
+    return {
         "none": SpecConfig(method="none", k_max=k),
         "ngram": SpecConfig(method="ngram", k_max=k, ngram_min=5, ngram_max=5),
         "ngram[2..5]": SpecConfig(method="ngram", k_max=k, ngram_min=2, ngram_max=5),
         "suffix": SpecConfig(method="suffix", k_max=k),
         "specdec": SpecConfig(method="specdec", k_max=k),
         "specdec[no-budget]": SpecConfig(method="specdec", k_max=k, budget=False),
+        **({"draft": SpecConfig(method="draft", k_max=k, draft_model=draft_model)} if draft_model else {}),
     }
-    if draft_model:
-        methods["draft"] = SpecConfig(method="draft", k_max=k, draft_model=draft_model)
-    return methods
 
 
 class MethodEngine:

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from bench.drafters import arctic_available
 from bench.plots import grouped, table
-from bench.suffix_baseline import arctic_available
 from specdec.config import SpecConfig
 from specdec.step_cost import REFIT_EVERY, REFIT_ROWS, StepCost
 
@@ -74,7 +74,7 @@ class WorkerRunner(Runner):
 
 class ArcticRunner(Runner):
     def __init__(self, k: int, num_rows: int) -> None:
-        from bench.suffix_baseline import ArcticSuffixProposer
+        from bench.drafters import ArcticSuffixProposer
 
         self.proposer = ArcticSuffixProposer()
         self.ids = [f"r{i}" for i in range(num_rows)]

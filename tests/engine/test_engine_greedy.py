@@ -8,15 +8,16 @@ import pytest
 
 from bench.engine_hooks import run_batches
 from bench import engine_hooks
-from bench.drafters import specdec_drafter
-from bench.replay import ReplayRequest, replay
+from bench.replay import ReplayRequest
 from specdec.config import ConfigError, SpecConfig
+from specdec.controller import DraftController
 from specdec.stats import ShardStats
 from specdec.step_cost import StepCost, fit_step_cost
 from specdec.types import GenerationRequest, SamplingOptions
 from support import engine_calls
 from support.greedy_checks import assert_same_greedy_outputs
 from support.prompt_requests import prompt_requests
+from support.replay_requests import replay
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
             ReplayRequest(r.id, r.prompt_token_ids, ref.output_token_ids, MAX_TOKENS, eos)
             for r, ref in zip(subset, reference, strict=True)
         ],
-        specdec_drafter(SpecConfig(method="specdec", k_max=K_MAX, budget=False)),
+        DraftController(SpecConfig(method="specdec", k_max=K_MAX, budget=False)),
     )
     assert sum(r.stats.num_accepted_tokens for r in results) > 0
     for real, sim in zip(results, replayed, strict=True):

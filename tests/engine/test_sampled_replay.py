@@ -12,9 +12,9 @@ import pytest
 from bench.engine_hooks import run_batches
 from bench.drafters import FixedK, VllmNgramProposer
 from bench.reference import Workload, epoch_requests, reference
-from bench.replay import replay
 from specdec.config import EngineConfig, SpecConfig
 from support.prompt_requests import prompt_requests
+from support.replay_requests import replay
 
 pytestmark = pytest.mark.slow
 

@@ -17,14 +17,14 @@ except ImportError as exc:
     )
 
 from bench.engine_hooks import run_batches
-from bench.drafters import FixedK
-from bench.replay import ReplayRequest, replay
-from bench.suffix_baseline import ArcticSuffixProposer
+from bench.drafters import ArcticSuffixProposer, FixedK
+from bench.replay import ReplayRequest
 from specdec.config import SpecConfig
 from specdec.types import GenerationRequest, SamplingOptions
 from support.engine_calls import counters
 from support.greedy_checks import assert_same_greedy_outputs
 from support.prompt_requests import prompt_requests
+from support.replay_requests import replay
 
 pytestmark = pytest.mark.slow
 

@@ -1,11 +1,21 @@
-"""Synthetic greedy references for replay tests (no engine): each prompt ends with a phrase
-its continuation repeats, so own-text lookup and the cross-request cache both find drafts."""
+"""Replay tests' helpers (no engine): synthetic greedy references, each prompt ending with a phrase its
+continuation repeats (own-text lookup and the cross-request cache both find drafts), and the replay one request
+at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from bench.replay import ReplayRequest
+from bench.replay import Drafter, ReplayRequest, ReplayResult, simulate
+
+UNBOUNDED = 1 << 30  # a token budget no step reaches
+
+
+def replay(requests: Sequence[ReplayRequest], drafter: Drafter) -> list[ReplayResult]:
+    """One request at a time through one drafter (its state carried over, as in an engine)."""
+    return simulate(requests, drafter, batch_size=1, max_batched_tokens=UNBOUNDED).results
 
 
 def synthetic_requests(n: int = 12, seed: int = 0, max_tokens: int = 48) -> list[ReplayRequest]:

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.cost_models import CostModel, DraftCost, from_json, h100_llama3_8b, price, resolve
-from bench.drafters import FixedK, NullProposer, specdec_drafter
+from bench.drafters import FixedK, NullProposer
 from bench.replay import LOG_FIELDS, ReplayRequest, SimulatedStepTimer, simulate
 from specdec.config import ConfigError, SpecConfig
+from specdec.controller import DraftController
 from specdec.step_cost import StepCost
 from support.replay_requests import Lookup
 from support.sequential_replay import sequential_replay
@@ -85,7 +86,7 @@ def as_requests(raw, stop: frozenset[int] = frozenset()) -> list[ReplayRequest]:
 @given(raw=requests_strategy, k=st.integers(1, 6), specdec=st.booleans(), stop=st.sampled_from([(), (3,)]))
 def test_batch_of_one_replays_exactly_like_the_sequential_replay(raw, k, specdec, stop):
     reqs = as_requests(raw, frozenset(stop))  # with a stop token, outputs end at its first occurrence
-    make = (lambda: specdec_drafter(SpecConfig(method="specdec", k_max=k))) if specdec else (
+    make = (lambda: DraftController(SpecConfig(method="specdec", k_max=k))) if specdec else (
         lambda: controller(k, Lookup(1, 4)))
     expected = sequential_replay(reqs, make())
     got = simulate(reqs, make(), batch_size=1, max_batched_tokens=8).results
@@ -161,7 +162,7 @@ def test_the_budget_learns_the_simulated_step_cost_and_drafts_by_it():
     drafted = {}
     for name, cost in (("cheap", cheap), ("dear", dear)):
         learner = SimulatedStepTimer(cost, 4, 8, 4096)
-        sim = simulate(reqs, specdec_drafter(SpecConfig(method="specdec", k_max=4)), 8, 4096, learner)
+        sim = simulate(reqs, DraftController(SpecConfig(method="specdec", k_max=4)), 8, 4096, learner)
         drafted[name] = price(sim.log, cost, DraftCost()).mean_drafted_per_row_step
         assert len(learner) > 0  # it kept learning from clean decode steps
     assert drafted["cheap"] > 2.0 and drafted["dear"] < 0.1 * drafted["cheap"]

@@ -5,10 +5,10 @@ from bench.cost_models import h100_llama3_8b
 from bench.drafters import all_methods
 from bench.plots import write_plots
 from bench.projection import project
-from bench.replay import expected_output, replay
+from bench.replay import expected_output
 from specdec.stats import ShardStats
 from support.db import query
-from support.replay_requests import synthetic_requests
+from support.replay_requests import replay, synthetic_requests
 from tasks.bench_store import store
 
 

@@ -4,10 +4,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.drafters import FixedK, specdec_drafter
-from bench.replay import ReplayRequest, num_matching, replay
+from bench.drafters import FixedK
+from bench.replay import ReplayRequest, num_matching
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
+from support.replay_requests import replay
 
 
 class RandomProposer:
@@ -34,7 +35,7 @@ class RandomProposer:
 )
 def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, max_tokens, k_max, seed, use_random):
     cfg = SpecConfig(method="specdec", k_max=k_max, budget=False)
-    drafter = FixedK(cfg, RandomProposer(seed)) if use_random else specdec_drafter(cfg)
+    drafter = FixedK(cfg, RandomProposer(seed)) if use_random else DraftController(cfg)
     [res] = replay([ReplayRequest("r", prompt, greedy, max_tokens)], drafter)
     assert res.output_token_ids == greedy[:max_tokens]
     assert all(0 <= a <= d <= k_max for d, a in zip(res.per_step_drafted, res.per_step_accepted))
@@ -56,7 +57,7 @@ def test_replay_output_is_the_greedy_output_and_counts_add_up(prompt, greedy, ma
     accepted=st.lists(st.integers(0, 8), min_size=1, max_size=40),
 )
 def test_controller_never_returns_more_than_k(tokens, k_max, accepted):
-    ctl = specdec_drafter(SpecConfig(method="specdec", k_max=k_max))
+    ctl = DraftController(SpecConfig(method="specdec", k_max=k_max))
     seq = np.asarray(tokens, dtype=np.int64)
     last = 0
     for a in accepted:
@@ -69,7 +70,7 @@ def test_repetitive_text_is_drafted_and_accepted():
     pattern = [5, 6, 7, 8, 9]
     greedy = pattern * 12
     cfg = SpecConfig(method="specdec", k_max=4)
-    [res] = replay([ReplayRequest("r", pattern * 2, greedy, 40)], specdec_drafter(cfg))
+    [res] = replay([ReplayRequest("r", pattern * 2, greedy, 40)], DraftController(cfg))
     assert res.output_token_ids == greedy[:40]
     assert res.stats.acceptance_rate == 1.0
     assert res.stats.tokens_per_forward > 3.0  # close to K + 1 tokens per forward
@@ -78,7 +79,7 @@ def test_repetitive_text_is_drafted_and_accepted():
 def test_stop_token_truncates_output_like_vllm():
     cfg = SpecConfig(method="specdec", k_max=4)
     greedy = [1, 2, 3, 1, 2, 3, 0, 1, 2, 3]
-    [res] = replay([ReplayRequest("r", [1, 2, 3], greedy, 10, frozenset({0}))], specdec_drafter(cfg))
+    [res] = replay([ReplayRequest("r", [1, 2, 3], greedy, 10, frozenset({0}))], DraftController(cfg))
     assert res.output_token_ids == [1, 2, 3, 1, 2, 3, 0]
 
 
@@ -91,12 +92,12 @@ def test_persisted_cache_starts_a_later_run_warm(tmp_path):
 
     path = tmp_path / "cache.npz"
     cfg = SpecConfig(method="specdec", k_max=4, cache_file=str(path))
-    first = specdec_drafter(cfg)
+    first = DraftController(cfg)
     replay([request(0), request(1)], first)
     assert first.save_cache(str(path)) == 2 and path.exists()
     later = request(2)
-    [cold] = replay([later], specdec_drafter(SpecConfig(method="specdec", k_max=4)))
-    [warm] = replay([later], specdec_drafter(cfg))  # loads the file: the answer is drafted from the first step
+    [cold] = replay([later], DraftController(SpecConfig(method="specdec", k_max=4)))
+    [warm] = replay([later], DraftController(cfg))  # loads the file: the answer is drafted from the first step
     assert warm.output_token_ids == cold.output_token_ids == answer
     assert warm.stats.num_steps < cold.stats.num_steps
     small = SpecConfig(method="specdec", k_max=4, cache_file=str(path), cache_max_tokens=60)

@@ -14,7 +14,7 @@ from bench.cost_models import h100_llama3_8b
 from bench.drafters import all_methods
 from bench.projection import project
 from bench.reference import LOOKAHEAD, Workload, epoch_requests, epoch_seed, reference, reference_path, replay_id
-from bench.replay import ReplayRequest, replay
+from bench.replay import ReplayRequest
 from specdec.config import ConfigError, EngineConfig
 from specdec.engines import vllm_engine
 from specdec.sampling_seeds import sample_seed
@@ -22,6 +22,7 @@ from specdec.stats import request_stats
 from specdec.types import GenerationRequest, GenerationResult
 from support.bench_cli import specdec_main
 from support.recording_engine import RecordingEngine
+from support.replay_requests import replay
 from support.stepping import StepsAll
 
 ROWS = [GenerationRequest(f"p{i}", (1, 2, 3, i), 5) for i in range(3)]

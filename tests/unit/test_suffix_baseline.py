@@ -19,8 +19,8 @@ except ImportError as exc:  # built at set-up by scripts/install.sh (packaging/s
         allow_module_level=True,
     )
 
-from bench import suffix_baseline
-from bench.suffix_baseline import ArcticSuffixProposer
+from bench import drafters
+from bench.drafters import ArcticSuffixProposer
 
 K = 4
 
@@ -33,10 +33,10 @@ def test_defaults_are_vllms():
     from vllm.config import SpeculativeConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(SpeculativeConfig)}
-    assert defaults["suffix_decoding_max_tree_depth"] == suffix_baseline.VLLM_MAX_TREE_DEPTH
-    assert defaults["suffix_decoding_max_cached_requests"] == suffix_baseline.VLLM_MAX_CACHED_REQUESTS
-    assert defaults["suffix_decoding_max_spec_factor"] == suffix_baseline.VLLM_MAX_SPEC_FACTOR
-    assert defaults["suffix_decoding_min_token_prob"] == suffix_baseline.VLLM_MIN_TOKEN_PROB
+    assert defaults["suffix_decoding_max_tree_depth"] == drafters.VLLM_MAX_TREE_DEPTH
+    assert defaults["suffix_decoding_max_cached_requests"] == drafters.VLLM_MAX_CACHED_REQUESTS
+    assert defaults["suffix_decoding_max_spec_factor"] == drafters.VLLM_MAX_SPEC_FACTOR
+    assert defaults["suffix_decoding_min_token_prob"] == drafters.VLLM_MIN_TOKEN_PROB
 
 
 def test_drafts_from_own_prompt_and_respects_k():
