@@ -21,8 +21,6 @@ from specdec.params import GenerationParams
 from specdec.prompts import reject_greedy_samples, tokenize_rows
 
 REPLIES = "sharegpt-replies"  # run mode: ShareGPT's reply lengths
-# TODO(lead): the product's pilot defaults until GenerationParams has these fields (then read from params).
-PILOT_DEFAULTS = {"pilot_requests": 32, "pilot_margin": 0.03, "pilot_min_requests": 256}
 # Chosen per method and batch size by the bench itself; sampling options are the workload's (greedy by default).
 NOT_BENCH_OPTIONS = ("method", "k_max", "budget", "cache_file", "cache_max_tokens", "batch_size", "stall_timeout_s")
 
@@ -144,8 +142,7 @@ def _replayed(requests, tokenizer, workload: Workload, ks, dataset, engine_cfg: 
         records = project(measured, dataset, [available[n] for n in names], ks, args.batch_sizes,
                           _costs(args, engine_cfg, ks), engine_cfg.max_model_len,
                           progress=lambda line: print(line, flush=True), warmup_epochs=earlier, workload=workload)
-        pilot = {name: getattr(params, name, default) for name, default in PILOT_DEFAULTS.items()}
-        pilots = [AutoPilot(pilot["pilot_requests"], pilot["pilot_margin"], pilot["pilot_min_requests"], n)
+        pilots = [AutoPilot(params.pilot_requests, params.pilot_margin, params.pilot_min_requests, n)
                   for n in args.auto_requests]
         print(f"\n{render_projection_table(records, pilots)}")
         return records
