@@ -1,10 +1,8 @@
-"""The real engine measured in interleaved rounds, the order rotating from round to round, ratios pairing runs of the
-same round. `specdec bench --engine vllm`: throughput per method and batch size over the same prompts, each
-measurement: prefix cache emptied, a timed max_tokens=1 prefill pass, the draft cache cold, earlier epochs untimed,
-then the timed decode pass (a `BenchRecord` per method and batch size). `specdec bench-run`: many small shards through
-the engine (started once) as one stream and one shard at a time, engine start excluded; `--vs-none`: specdec against
-its drafting switched off on the same engine; the `long-first` shape: the stream ordered by the history an untimed
-first run leaves in the cache file (`stream` runs in arrival order)."""
+"""The real engine in interleaved rounds, the order rotating, ratios pairing runs of the same round. `specdec bench
+--engine vllm`: throughput per method and batch size over the same prompts, each measurement: prefix cache emptied,
+a timed max_tokens=1 prefill pass, the draft cache cold, earlier epochs untimed, then the timed decode pass (a
+`BenchRecord` per method and batch size). `specdec bench-run`: many small shards as one stream and one shard at a
+time, engine starts excluded; `--vs-none`: see prepare_engine; `long-first`: by the history in the cache file."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ UNRESETTABLE = frozenset({"suffix"})
 
 
 def schedule(methods: Sequence[str], batch_sizes: Sequence[int], rounds: int) -> list[tuple[int, str, int]]:
-    """(round from 0, method, batch size): every method at every batch size each round, the
-    method order rotating from round to round."""
+    """(round from 0, method, batch size): each method at each batch size per round, the order rotating."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
     return [(r, m, b) for r in range(rounds) for b in batch_sizes
@@ -267,7 +264,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--shard-rows", type=int, default=8, help="prompts per shard")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
-    p.add_argument("--vs-none", action="store_true", help="also specdec with its drafting off, on the same engine")
+    p.add_argument("--vs-none", action="store_true", help="also none: for specdec its engine with drafting off, for "
+                   "auto a speculation-free engine")
     p.add_argument("--shapes", default="stream,sequential", help=f"worker shapes, of {', '.join(SHAPES)} "
                    "(long-first needs --cache-file: the untimed first run records the history there)")
     p.add_argument("--json", default=None, help="write the records here")
@@ -280,7 +278,7 @@ def run_bench_run(args: argparse.Namespace) -> int:
     rows, dataset = load_rows(args.input, args.shards * args.shard_rows)
     shards = [ShardRows(f"shard-{i}", f"{dataset} shard {i}", rows[i * args.shard_rows : (i + 1) * args.shard_rows], [])
               for i in range(args.shards)]
-    methods = [params.method, "none"] if args.vs_none and params.method == "specdec" else [params.method]
+    methods = [params.method, "none"] if args.vs_none and params.method in ("specdec", "auto") else [params.method]
     try:
         timings = run_shard_rounds(shards, params, methods, args.rounds, prepare_engine,
                              progress=lambda line: print(line, flush=True), shapes=args.shapes.split(","))
@@ -293,21 +291,25 @@ def run_bench_run(args: argparse.Namespace) -> int:
 
 
 def prepare_engine(params: GenerationParams, method: str) -> None:
-    """The cached engine in a cold start's state (no prefix cache, cold drafter), drafting only for specdec."""
-    engine, _ = engine_cache.get_engine(params)
-    if engine.spec.method == "specdec":
-        engine.set_drafting(method != "none")
-    engine_hooks.reset_prefix_cache(engine)
-    engine_hooks.reset_proposer(engine)
+    """Cached engines cold (no prefix cache, cold drafter); specdec's `none`: its engine with drafting
+    off; auto's: a speculation-free engine (auto's pilot starts what else it needs)."""
+    if params.method != "auto":
+        engine_cache.get_engine(params)[0].set_drafting(method != "none")
+    elif method == "none":
+        engine_cache.get_engine(params.model_copy(update={"method": method}), exact=True)
+    for engine in engine_cache.engines():
+        engine_hooks.reset_prefix_cache(engine)
+        engine_hooks.reset_proposer(engine)
 
 
-def measure_run(shards: Sequence[ShardRows], params: GenerationParams, shape: str = "stream") -> tuple[float, int]:
-    """(wall seconds less engine start, output tokens) of one run; a failed shard fails it."""
+def measure_run(shards: Sequence[ShardRows], params: GenerationParams, shape: str = "stream",
+                on_decision: Callable[[Any], None] = lambda _: None) -> tuple[float, int]:
+    """(wall seconds less engine starts, output tokens) of one run; a failed shard fails it."""
     errors: list[BaseException] = []
     totals = generate_shards(shards, params.model_copy(update={"long_first": shape == "long-first"}),
                              params.config_hash(), params.recorded_config(),
                              lambda work, out, error: errors.append(error) if error else None,
-                             sequential=shape == "sequential")
+                             sequential=shape == "sequential", on_decision=on_decision)
     if errors:
         raise errors[0]
     return totals.wall_s - totals.engine_start_s, totals.num_output_tokens
@@ -316,8 +318,8 @@ def measure_run(shards: Sequence[ShardRows], params: GenerationParams, shape: st
 def run_shard_rounds(shards: Sequence[ShardRows], params: GenerationParams, methods: Sequence[str], rounds: int,
                prepare: Callable[[GenerationParams, str], None], progress: Callable[[str], None] = lambda _: None,
                shapes: Sequence[str] = SHAPES[:2]) -> list[Timing]:
-    """Every shape and method (`prepare` called before each) in each round, the order rotating, after
-    an untimed warm-up run (engine start, first compiles; every shard for long-first, whose order comes from it)."""
+    """Each shape and method (`prepare` called before each) per round, the order rotating, after an untimed
+    warm-up run (engine start, first compiles; every shard for long-first, whose order comes from it)."""
     if unknown := set(shapes) - set(SHAPES):
         raise ValueError(f"unknown shape(s) {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
     if "long-first" in shapes and not params.cache_file:
@@ -329,7 +331,8 @@ def run_shard_rounds(shards: Sequence[ShardRows], params: GenerationParams, meth
     for round_, kind, _ in schedule(list(kinds), [params.batch_size], rounds):
         shape, method = kinds[kind]
         prepare(params, method)
-        seconds, tokens = measure_run(shards, params, shape)
+        seconds, tokens = measure_run(shards, params.model_copy(update={"method": method}) if params.method == "auto"
+                                      else params, shape, lambda decision: progress(f"  {decision.reason}"))
         timings.append(Timing(round_, method, params.batch_size, tokens, 0.0, seconds, shape))
         progress(f"round {round_ + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
                  f"{tokens / seconds:.1f} tokens/s")

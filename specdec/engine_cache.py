@@ -62,10 +62,11 @@ def get_engine(params: GenerationParams, *, exact: bool = False, keep_others: bo
 
 
 def _cached_engine(engine_config: EngineConfig, spec: SpecConfig, exact: bool = False) -> Any:
-    """A live cached engine that serves `spec`, its drafting switched to match; None: none does."""
-    for (cached_engine, cached_spec), engine in _ENGINES.items():
-        if cached_engine != engine_config or not getattr(engine, "alive", True):
-            continue
+    """A live cached engine that serves `spec`, its drafting switched to match (one started for
+    `spec` itself first); None: none does."""
+    live = [(cached_spec, engine) for (cached_engine, cached_spec), engine in _ENGINES.items()
+            if cached_engine == engine_config and getattr(engine, "alive", True)]
+    for cached_spec, engine in sorted(live, key=lambda item: item[0] != spec):
         if cached_spec == spec:
             if cached_spec.method == "specdec":
                 engine.set_drafting(True)
