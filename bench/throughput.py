@@ -89,8 +89,7 @@ def summarize(timings: Sequence[Timing], key: tuple[str, int]) -> dict[str, Any]
 def ratio_spread(runs: Sequence[Any], others: Sequence[Any], rate: Callable[[Any], float]) -> Spread | None:
     """`rate` of each run over the other's in the same round (`.round`); None when no round pairs."""
     base = {t.round: rate(t) for t in others}
-    ratios = [rate(t) / base[t.round] for t in runs if t.round in base]
-    return Spread.of(ratios) if ratios else None
+    return Spread.of(ratios) if (ratios := [rate(t) / base[t.round] for t in runs if t.round in base]) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,9 +187,8 @@ def measure(slot: MethodEngine, epochs: Sequence[Sequence[GenerationRequest]], r
         engine_hooks.run_batches(engine, epoch, sampling, batch_size)
     started = time.perf_counter()
     results = engine_hooks.run_batches(engine, batch, sampling, batch_size)
-    decode_s = time.perf_counter() - started
     tokens = sum(len(r.output_token_ids) for r in results)
-    return Timing(round_, method, batch_size, tokens, prefill_s, decode_s), results
+    return Timing(round_, method, batch_size, tokens, prefill_s, time.perf_counter() - started), results
 
 
 def make_records(methods: dict[str, SpecConfig], timings: Sequence[Timing],
@@ -254,13 +252,13 @@ class RunBenchRecord:
     tokens_per_s: Spread  # median and spread over the rounds
     vs_sequential: Spread | None  # stream / sequential in the same round
     vs_stream: Spread | None  # long-first / stream in the same round
-    vs_none: Spread | None  # specdec / none in the same round and shape
+    vs_none: Spread | None  # specdec or auto / none in the same round and shape
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench-run", help="a run of many shards through the real engine: one stream against "
-                                         "sequential shards")
-    p.add_argument("--input", default="sharegpt", help=f"prompt Parquet file or folder, or {', '.join(BUILTIN)}")
+    p = sub.add_parser("bench-run", help="a run of many shards through the real engine, as a stream or shard by shard")
+    p.add_argument("--input", default="sharegpt", help=f"prompt Parquet file or folder, or {', '.join(BUILTIN)}; "
+                   "comma-separated: each its own kind of shard (auto pilots each)")
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--shard-rows", type=int, default=8, help="prompts per shard")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
@@ -275,9 +273,11 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_bench_run(args: argparse.Namespace) -> int:
     params = model_from_args(GenerationParams, args)
-    rows, dataset = load_rows(args.input, args.shards * args.shard_rows)
-    shards = [ShardRows(f"shard-{i}", f"{dataset} shard {i}", rows[i * args.shard_rows : (i + 1) * args.shard_rows], [])
-              for i in range(args.shards)]
+    inputs, r = args.input.split(","), args.shard_rows  # each input a kind of shard, --shards split between them
+    n = args.shards // len(inputs)
+    shards = [ShardRows(f"{name}-{i}", f"{name} shard {i}", rows[i * r:(i + 1) * r], [], kind=name)
+              for rows, name in (load_rows(kind, n * r) for kind in inputs) for i in range(n)]
+    dataset = "+".join(dict.fromkeys(s.kind for s in shards))
     methods = [params.method, "none"] if args.vs_none and params.method in ("specdec", "auto") else [params.method]
     try:
         timings = run_shard_rounds(shards, params, methods, args.rounds, prepare_engine,

@@ -132,3 +132,27 @@ def test_the_long_first_shape_starts_the_longest_expected_first_and_needs_a_cach
     assert [prompt_len[r] for r in stream] == sorted(prompt_len[r] for r in stream)  # arrival order
     rest = [prompt_len[r] for r in long_first[2:]]  # the first two go in before every shard is loaded
     assert len(long_first) == 8 and rest == sorted(rest, reverse=True)
+
+
+def test_several_inputs_are_kinds_of_shard_and_auto_is_measured_against_a_speculation_free_none(monkeypatch, tmp_path):
+    import argparse
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for name in ("chat", "code"):
+        pq.write_table(pa.table({"id": [f"{name}-{i}" for i in range(8)], "prompt": [f"{name} {i}" for i in range(8)]}),
+                       tmp_path / f"{name}.parquet")
+    seen = {}
+
+    def rounds(shards, params, methods, rounds, prepare, progress, shapes):
+        seen.update(kinds=[s.kind for s in shards], sizes=[len(s.rows) for s in shards], methods=methods)
+        return [Timing(0, m, 4, 10, 0.0, 1.0, "stream") for m in methods]
+
+    monkeypatch.setattr(throughput, "run_shard_rounds", rounds)
+    parser = argparse.ArgumentParser()
+    throughput.add_run_parser(parser.add_subparsers())
+    args = parser.parse_args(["bench-run", "--input", f"{tmp_path / 'chat.parquet'},{tmp_path / 'code.parquet'}",
+                              "--shards", "4", "--shard-rows", "3", "--method", "auto", "--vs-none", "--shapes", "stream"])
+    assert throughput.run_bench_run(args) == 0
+    assert seen == {"kinds": ["chat", "chat", "code", "code"], "sizes": [3, 3, 3, 3], "methods": ["auto", "none"]}
