@@ -2,7 +2,7 @@
 --engine vllm`: throughput per method and batch size over the same prompts, each measurement: prefix cache emptied,
 a timed max_tokens=1 prefill pass, the draft cache cold, earlier epochs untimed, then the timed decode pass (a
 `BenchRecord` per method and batch size). `specdec bench-run`: many small shards as one stream and one shard at a
-time, engine starts excluded; `--vs-none`: see prepare_engine; `long-first`: by the history in the cache file."""
+time, engine starts excluded; `--vs`: see prepare_engine; `long-first`: by the history in the cache file."""
 
 from __future__ import annotations
 
@@ -262,8 +262,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--shard-rows", type=int, default=8, help="prompts per shard")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median and spread reported)")
-    p.add_argument("--vs-none", action="store_true", help="also none: for specdec its engine with drafting off, for "
-                   "auto a speculation-free engine")
+    p.add_argument("--vs", default="", help="also these methods, comma-separated, e.g. none (for specdec: its engine "
+                   "with drafting off; for auto: a speculation-free engine)")
     p.add_argument("--shapes", default="stream,sequential", help=f"worker shapes, of {', '.join(SHAPES)} "
                    "(long-first needs --cache-file: the untimed first run records the history there)")
     p.add_argument("--json", default=None, help="write the records here")
@@ -278,7 +278,7 @@ def run_bench_run(args: argparse.Namespace) -> int:
     shards = [ShardRows(f"{name}-{i}", f"{name} shard {i}", rows[i * r:(i + 1) * r], [], kind=name)
               for rows, name in (load_rows(kind, n * r) for kind in inputs) for i in range(n)]
     dataset = "+".join(dict.fromkeys(s.kind for s in shards))
-    methods = [params.method, "none"] if args.vs_none and params.method in ("specdec", "auto") else [params.method]
+    methods = [params.method, *(method for method in args.vs.split(",") if method)]
     try:
         timings = run_shard_rounds(shards, params, methods, args.rounds, prepare_engine,
                              progress=lambda line: print(line, flush=True), shapes=args.shapes.split(","))

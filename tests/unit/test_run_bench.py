@@ -153,6 +153,6 @@ def test_several_inputs_are_kinds_of_shard_and_auto_is_measured_against_a_specul
     parser = argparse.ArgumentParser()
     throughput.add_run_parser(parser.add_subparsers())
     args = parser.parse_args(["bench-run", "--input", f"{tmp_path / 'chat.parquet'},{tmp_path / 'code.parquet'}",
-                              "--shards", "4", "--shard-rows", "3", "--method", "auto", "--vs-none", "--shapes", "stream"])
+                              "--shards", "4", "--shard-rows", "3", "--method", "auto", "--vs", "none", "--shapes", "stream"])
     assert throughput.run_bench_run(args) == 0
     assert seen == {"kinds": ["chat", "chat", "code", "code"], "sizes": [3, 3, 3, 3], "methods": ["auto", "none"]}
