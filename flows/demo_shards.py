@@ -13,31 +13,34 @@ from specdec.datasets import humaneval_items, sharegpt_rows, write_shard
 CODE_EDITS = ("type-hints", "rename", "docstrings")
 
 
-def code_edit_rows(limit: int | None = None, max_code_chars: int = 700) -> list[dict[str, str]]:
+def code_edit_rows(limit: int | None = None, max_code_chars: int = 700, every_edit: bool = False) -> list[dict[str, str]]:
     """Code-editing prompts built from HumanEval's solutions (prompt + canonical solution),
-    the edits taking turns: add type hints, rename the first parameter, add docstrings (to the
-    code with its docstring taken out). Solutions longer than `max_code_chars` are skipped, so
-    that an answer fits a short max_tokens."""
+    the edits taking turns (`every_edit`: each edit of each solution): add type hints, rename
+    the first parameter, add docstrings (to the code with its docstring taken out). Solutions
+    longer than `max_code_chars` are skipped, so that an answer fits a short max_tokens."""
     rows: list[dict[str, str]] = []
     for item in humaneval_items():
         code = (item["prompt"] + item["canonical_solution"]).strip("\n")
         function = _function(code, item["entry_point"])
         if len(code) > max_code_chars or function is None or not function.args.args:
             continue
-        edit = CODE_EDITS[len(rows) % len(CODE_EDITS)]
-        if edit == "type-hints":
-            ask = "Add type hints to every variable in this code"
-        elif edit == "rename":
-            old = function.args.args[0].arg
-            ask = f"Rename the variable `{old}` to `{old}_in` everywhere in this code"
-        else:
-            code = _without_docstring(code, function)
-            ask = "Add a docstring to this function, keeping the code otherwise unchanged"
-        prompt = f"{ask}. Reply with the whole edited code in one Python block.\n\n```python\n{code}\n```"
-        rows.append({"id": f"code-edit/{item['task_id']}/{edit}", "prompt": prompt})
+        for edit in CODE_EDITS if every_edit else (CODE_EDITS[len(rows) % len(CODE_EDITS)],):
+            rows.append({"id": f"code-edit/{item['task_id']}/{edit}", "prompt": _edit_prompt(code, function, edit)})
         if limit is not None and len(rows) >= limit:
-            break
+            return rows[:limit]
     return rows
+
+
+def _edit_prompt(code: str, function: ast.FunctionDef, edit: str) -> str:
+    if edit == "type-hints":
+        ask = "Add type hints to every variable in this code"
+    elif edit == "rename":
+        old = function.args.args[0].arg
+        ask = f"Rename the variable `{old}` to `{old}_in` everywhere in this code"
+    else:
+        code = _without_docstring(code, function)
+        ask = "Add a docstring to this function, keeping the code otherwise unchanged"
+    return f"{ask}. Reply with the whole edited code in one Python block.\n\n```python\n{code}\n```"
 
 
 def _function(code: str, name: str) -> ast.FunctionDef | None:
