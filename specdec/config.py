@@ -53,7 +53,10 @@ class SpecConfig:
                 raise ConfigError(f"cache_max_tokens={self.cache_max_tokens} must be >= 1")
             if self.tail_k_max is not None and not self.k_max <= self.tail_k_max <= 64:
                 raise ConfigError(f"tail_k_max={self.tail_k_max} must be within [k_max={self.k_max}, 64]")
-            _require_native()
+            try:  # start-up fails here, saying what to do, when the compiled drafter is not installed
+                load_core()
+            except NativeDrafterMissing as exc:
+                raise ConfigError(str(exc)) from exc
 
     @property
     def speculative(self) -> bool:
@@ -79,14 +82,6 @@ class SpecConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SpecConfig":
         return cls(**data)
-
-
-def _require_native() -> None:
-    """Start-up fails here, with what to do, when the compiled drafter is not installed."""
-    try:
-        load_core()
-    except NativeDrafterMissing as exc:
-        raise ConfigError(str(exc)) from exc
 
 
 # KV-cache memory of an engine on vLLM's CPU build when kv_cache_gib is not given

@@ -1,8 +1,5 @@
-"""specdec's drafter, controller and batch budget: the compiled core
-(packaging/specdec_native/src/controller.cc, budget.cc) behind one small class. Each step it
-learns from the last verification, drafts up to K tokens per row with a confidence per token,
-and, given a `StepCost`, keeps only the positions whose expected gain pays for their
-verification. The naive Python oracles in tests/oracles draft the same tokens.
+"""specdec's drafter, controller and batch budget: the compiled core (packaging/specdec_native)
+behind one small class (docs/internals.md, "A step"). The oracles in tests/oracles draft the same.
 
 Example (k_max = 4, no cost model, so every row drafts its full K):
 
@@ -61,8 +58,8 @@ class DraftController:
     """specdec's drafting for many requests, one call per engine step. Not thread-safe."""
 
     def __init__(self, config: SpecConfig, tokenizer: str | None = None, settings: CoreSettings = CORE) -> None:
-        """`tokenizer`: specdec.models.tokenizer_digest, checked against the cache file's. Starts
-        from `config.cache_file` when usable; `cache_warning` says why it was not."""
+        """`tokenizer`: specdec.models.tokenizer_digest, checked against the cache file's;
+        `cache_warning` says why `config.cache_file` was not used."""
         self.config = config
         self.tokenizer = tokenizer
         self.settings = s = settings
@@ -144,9 +141,8 @@ class DraftController:
         return self.drafter.take_source_counts(list(req_ids))
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of each structure; bound None: per request, empty between calls.
-        `finished_counts` has no bound of its own: a finished request's source counts stay
-        until taken (take_source_counts)."""
+        """(size, bound) of each structure; bound None: per request, empty between calls, except
+        `finished_counts`: a finished request's source counts stay until taken."""
         d, cache = self.drafter, self.drafter.cache
         return {"live_requests": (self._core.num_live, None), "step_drafts": (self._core.num_step_rows, None),
                 "finished_counts": (d.num_finished_counts, None),

@@ -59,12 +59,10 @@ def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[R
     for required in ("id", "prompt"):
         if required not in names:
             raise InputError(f"{source}: missing column {required!r} (has: {sorted(names)})")
-    _check_type(table, "id", pa.types.is_string, source)
-    _check_type(table, "prompt", pa.types.is_string, source)
-    if "messages" in names:
-        _check_type(table, "messages", pa.types.is_string, source)
-    if "max_tokens" in names:
-        _check_type(table, "max_tokens", pa.types.is_integer, source)
+    for name, predicate in (("id", pa.types.is_string), ("prompt", pa.types.is_string),
+                            ("messages", pa.types.is_string), ("max_tokens", pa.types.is_integer)):
+        if name in names:
+            _check_type(table, name, predicate, source)
     columns = {name: _cells(table, name) for name in names & {"id", "prompt", "messages", "max_tokens"}}
     if "samples" in names:
         columns["samples"] = _sample_cells(table.column("samples"))

@@ -165,13 +165,12 @@ class Totals(_Rates):
             if isinstance(value, list):
                 values[name] = [int(v) for v in value]
             else:
-                values[name] = float(value) if name in _SECONDS else int(value)
+                values[name] = float(value) if name == "engine_s" else int(value)
         return cls(**values)
 
 
 _COUNTERS = ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens",
              "num_accepted_tokens", "num_fallback_steps")
-_SECONDS = ("engine_s",)
 
 
 @dataclasses.dataclass

@@ -22,7 +22,6 @@ class StepCostModel(Protocol):
         tokens whose rows already hold `num_kv_tokens` tokens in the KV cache;
         `num_draft_kv_tokens` is the context held by the rows that schedule more than one
         token (a decoding row with a draft)."""
-        ...
 
 
 class StepSample(NamedTuple):
@@ -88,14 +87,11 @@ NUM_SHAPE_FIELDS = len(StepSample._fields) - 1  # a sample's shape: all but its 
 
 
 def fit_step_cost_arrays(shapes: np.ndarray, secs: np.ndarray, min_samples: int = 8) -> StepCost | None:
-    """`fit_step_cost` of samples held as arrays: `shapes` [n, 4] (rows, tokens, KV tokens,
-    draft-KV tokens), `secs` [n] (the engine's step timer keeps them so: it refits every
-    few dozen steps)."""
+    """`fit_step_cost` of samples held as arrays (as StepTimer keeps them): `shapes` [n, 4] (rows,
+    tokens, KV tokens, draft-KV tokens), `secs` [n]."""
     if secs.shape[0] < min_samples:
         return None
-    rows = np.empty((secs.shape[0], NUM_SHAPE_FIELDS + 1))
-    rows[:, 0] = 1.0
-    rows[:, 1:] = shapes
+    rows = np.column_stack([np.ones(secs.shape[0]), shapes])
     drafted = rows[:, 2] > rows[:, 1]
     if not drafted.any():
         return None
@@ -113,29 +109,19 @@ OUTLIER_SIGMAS = 3.5  # how far above the fit (in robust standard deviations) a 
 OUTLIER_PASSES = 3
 
 
-def _median(values: np.ndarray) -> float:
-    """np.median's value, by partial sort (this runs every few dozen engine steps)."""
-    n = values.shape[0]
-    half = n // 2
-    if n % 2:
-        return float(np.partition(values, half)[half])
-    low, high = np.partition(values, (half - 1, half))[half - 1 : half + 1]
-    return float((low + high) / 2)
-
-
 def _trimmed_fit(a: np.ndarray, target: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
     """`_nonnegative_lstsq`, refitted without the samples far above the fit, as long as
     enough remain and some of them drafted. `a` and `target` are a sample's shape and
     time divided by its time, so a residual is the step's relative error."""
     keep = np.ones(target.shape[0], dtype=bool)
     coef = _nonnegative_lstsq(a, target)
-    floor = 0.01 * _median(target)  # the spread's floor: 1 % of a step
+    floor = 0.01 * float(np.median(target))  # the spread's floor: 1 % of a step
     for _ in range(OUTLIER_PASSES):
         residual = target - a @ coef
         kept = residual[keep]
-        centre = _median(kept)
+        centre = float(np.median(kept))
         # Median absolute deviation as a standard deviation.
-        spread = max(1.4826 * _median(np.abs(kept - centre)), floor)
+        spread = max(1.4826 * float(np.median(np.abs(kept - centre))), floor)
         trimmed = residual <= centre + OUTLIER_SIGMAS * spread
         if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
             break

@@ -61,10 +61,8 @@ def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[
     return runs
 
 
-def calibrate(
-    llm: Any, drafter: DrafterHandle, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str],
-    fresh: bool = False,
-) -> tuple[list[StepSample], list[PrefillSample]]:
+def calibrate(llm: Any, drafter: DrafterHandle, engine: EngineConfig, model_path: Path, k_max: int,
+              cpu_binding: dict[str, str], fresh: bool = False) -> tuple[list[StepSample], list[PrefillSample]]:
     """Step-time and prefill samples for this engine, loaded into the worker's budget: the
     cached ones, or (none cached, or `fresh`) measured now and cached in their place."""
     path = calibration_path(engine, model_path, k_max, cpu_binding)
@@ -118,9 +116,7 @@ def _measure(llm: Any, drafter: DrafterHandle, engine: EngineConfig, k_max: int,
     samples: list[dict[str, float]] = []
     prefills = []
     for size, forced_draft_tokens, prompt_tokens in runs:
-        prompts = [
-            TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
-        ]
+        prompts = [TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)]
         before = len(samples)
         drafter.start_calibration(forced_draft_tokens)
         try:

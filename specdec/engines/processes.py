@@ -15,9 +15,8 @@ log = logging.getLogger(__name__)
 
 
 def engine_processes(llm: Any) -> list[psutil.Process]:
-    """The EngineCore process(es) of a started `LLM` and all their descendants (Workers).
-
-    Empty where vLLM runs the engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    """The EngineCore process(es) of a started `LLM` and all their descendants (Workers); none
+    where vLLM runs the engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
     client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     manager = getattr(getattr(client, "resources", None), "engine_manager", None)
     found: list[psutil.Process] = []
@@ -68,11 +67,9 @@ def stop(procs: list[psutil.Process], grace_s: float = 10.0) -> None:
 
 
 def wake_blocked_client(llm: Any, error: Exception) -> None:
-    """Make a driver thread blocked on a dead engine raise `error`.
-
-    vLLM's sync client waits on an output queue and on futures of utility calls without a
-    timeout, and nothing is put there when the engine process is killed; this puts `error`
-    in both (vLLM internals of SyncMPClient, 0.32.0)."""
+    """Make a driver thread blocked on a dead engine raise `error`: vLLM's sync client waits on
+    its output queue and on utility calls' futures without a timeout, and nothing comes there
+    from a killed engine; this puts `error` in both (vLLM internals of SyncMPClient, 0.32.0)."""
     client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     queue = getattr(client, "outputs_queue", None)
     if queue is not None:

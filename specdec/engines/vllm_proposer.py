@@ -67,11 +67,9 @@ class SpecdecVllmProposer:
         if controller is None or not self.drafting:  # warm-up before binding, or drafting off
             return [[] for _ in sampled_token_ids]
         budget, batch = self.budget, self.input_batch
-        # [max_num_reqs] each input-batch row's prompt length (vLLM 0.32's InputBatch; None:
-        # unknown, see bind): the drafter groups requests of a prompt by it
+        # each row's prompt length (None: unknown, see bind): the drafter groups a prompt's requests by it
         prompt_lens = getattr(batch, "num_prompt_tokens", None)
-        # Free rows while nothing more will join: the run's tail, where the budget may draft up
-        # to the engine's K instead of k_max (SpecConfig.k_ceiling).
+        # free rows while nothing more will join: the run's tail (see stream_ending)
         tail = self.stream_ending and len(sampled_token_ids) < self.max_num_seqs
         drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec, token_ids_cpu,
                                                 self.timer.model if budget else None, self.forced_draft_tokens,
@@ -81,9 +79,8 @@ class SpecdecVllmProposer:
         return drafts
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of every structure that grows with requests. The per-request ones hold
-        at most one batch, except the finished requests' source counts: those stay until the
-        driver takes them (bound None)."""
+        """(size, bound) of every structure that grows with requests; a per-request one holds at
+        most one batch, except the finished requests' source counts (bound None: kept until taken)."""
         sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
         if self.controller is not None:
             for name, (size, bound) in self.controller.state_sizes().items():

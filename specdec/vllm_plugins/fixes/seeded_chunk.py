@@ -23,8 +23,7 @@ from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, on_cpu_pl
 DEFECT = UpstreamDefect("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._bookkeeping_sync",
     wrong="rewinds a discarded sample with set_offset, which a CPU generator does not have (the worker dies)",
     upstream=("none found in vllm-project/vllm; the `- 4` came with #10097 ('relies on cuda-specific "
-              "torch-internal impl details'); RBLN-SW/vllm-rbln#1025 fixes the same in its runner"),
-)
+              "torch-internal impl details'); RBLN-SW/vllm-rbln#1025 fixes the same in its runner"))
 DISABLE_ENV = "SPECDEC_DISABLE_SEEDED_CHUNK_FIX"
 _RUNNER_MODULE = "vllm.v1.worker.cpu_model_runner"
 _RUNNER_CLASS = "CPUModelRunner"
@@ -65,10 +64,8 @@ class RewindableGenerator(torch.Generator):
 
     def set_offset(self, offset: int) -> None:
         if self._checkpoint is None or offset != self.get_offset() - OFFSET_PER_STEP:
-            raise ValueError(
-                f"RewindableGenerator can only go back to its last checkpoint (offset "
-                f"{self.get_offset() - OFFSET_PER_STEP}), not to offset {offset}"
-            )
+            raise ValueError(f"RewindableGenerator can only go back to its last checkpoint (offset "
+                             f"{self.get_offset() - OFFSET_PER_STEP}), not to offset {offset}")
         self.set_state(self._checkpoint)
         self._checkpoint = None  # one step back only, as vLLM asks
         self._steps -= 1

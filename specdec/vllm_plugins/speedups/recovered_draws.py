@@ -18,8 +18,7 @@ from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_p
 
 DEFECT = UpstreamDefect("vllm.v1.sample.rejection_sampler", "sample_recovered_tokens",
     wrong="draws [rows, vocab] global noise every sampled step, also for rows that never read it",
-    upstream="vllm-project/vllm#40877 (closed unmerged: skip the global fill when every drafting row is seeded)",
-)
+    upstream="vllm-project/vllm#40877 (closed unmerged: skip the global fill when every drafting row is seeded)")
 DISABLE_ENV = "SPECDEC_DISABLE_RECOVERED_DRAWS_FIX"
 _KERNEL_ATTR = "_sample_recovered_tokens"  # the recovery kernel's dispatcher, called as vLLM does
 
