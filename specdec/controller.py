@@ -1,17 +1,6 @@
 """specdec's drafter, controller and batch budget: the compiled core (packaging/specdec_native)
-behind one small class (docs/internals.md, "A step"). The oracles in tests/oracles draft the same.
-
-Example (k_max = 4, no cost model, so every row drafts its full K):
-
-    >>> controller = DraftController(SpecConfig(method="specdec", k_max=4))
-    >>> tokens = np.array([5, 6, 7, 8, 5, 6, 7])  # prompt + output so far
-    >>> controller.step_tokens(["a"], [tokens], [0])  # "5 6 7" was followed by "8 5 6 7"
-    [array([8, 5, 6, 7])]
-    >>> # the target accepted "8 5" and then emitted 9: no earlier text continues "5 9"
-    >>> controller.step_tokens(["a"], [np.append(tokens, [8, 5, 9])], [2])
-    [array([], dtype=int64)]
-    >>> controller.finish("a")  # its tokens enter the cross-request cache
-"""
+behind one small class (docs/internals.md, "A step"). The oracles in tests/oracles draft the same;
+tests/unit/test_controller_replay.py ends with a worked example."""
 
 from __future__ import annotations
 

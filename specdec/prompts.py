@@ -179,9 +179,8 @@ def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:
     except json.JSONDecodeError as exc:
         raise InputError(f"messages is not valid JSON: {exc}") from exc
     if not isinstance(messages, list) or not messages or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages
-    ):
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages):
         raise InputError('messages must be a non-empty JSON list of {"role": str, "content": str}')
     return messages
 

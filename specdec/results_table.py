@@ -12,29 +12,18 @@ import pyarrow as pa
 from specdec.stats import LEGACY_NAMES
 from specdec.types import GenerationResult
 
-RESULT_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("sample", pa.int32()),  # which of the row's samples: rows are keyed by (id, sample)
-        ("num_samples", pa.int32()),  # how many samples the row asked for
-        ("completion", pa.string()),
-        ("output_token_ids", pa.list_(pa.int32())),
-        ("num_output_tokens", pa.int32()),
-        ("finish_reason", pa.string()),
-        ("num_steps", pa.int32()),
-        ("num_drafts", pa.int32()),
-        ("num_draft_tokens", pa.int32()),
-        ("num_accepted_tokens", pa.int32()),
-        ("acceptance_rate", pa.float64()),
-        ("tokens_per_forward", pa.float64()),
-        ("accepted_per_pos", pa.list_(pa.int32())),
-        ("k_histogram", pa.list_(pa.int32())),
-        ("num_fallback_steps", pa.int32()),
-        ("engine_s", pa.float64()),  # engine seconds attributed to the request; 0.0: not attributed
-        ("method", pa.string()),
-        ("config_hash", pa.string()),
-    ]
-)
+RESULT_SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("sample", pa.int32()),  # which of the row's samples: rows are keyed by (id, sample)
+    ("num_samples", pa.int32()),  # how many samples the row asked for
+    ("completion", pa.string()), ("output_token_ids", pa.list_(pa.int32())), ("num_output_tokens", pa.int32()),
+    ("finish_reason", pa.string()), ("num_steps", pa.int32()), ("num_drafts", pa.int32()),
+    ("num_draft_tokens", pa.int32()), ("num_accepted_tokens", pa.int32()), ("acceptance_rate", pa.float64()),
+    ("tokens_per_forward", pa.float64()), ("accepted_per_pos", pa.list_(pa.int32())),
+    ("k_histogram", pa.list_(pa.int32())), ("num_fallback_steps", pa.int32()),
+    ("engine_s", pa.float64()),  # engine seconds attributed to the request; 0.0: not attributed
+    ("method", pa.string()), ("config_hash", pa.string()),
+])
 
 
 # Columns older workers did not write, with the value that describes their results: one

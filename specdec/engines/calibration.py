@@ -41,10 +41,9 @@ SAMPLE_VERSION = 7
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
     import vllm
 
-    key = config_hash(
-        {"engine": engine.__dict__, "model": str(model_path), "k_max": k_max, "version": SAMPLE_VERSION},
-        {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node(), "binding": cpu_binding},
-    )
+    key = config_hash({"engine": engine.__dict__, "model": str(model_path), "k_max": k_max, "version": SAMPLE_VERSION},
+                      {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node(),
+                       "binding": cpu_binding})
     return specdec_home() / "calibration" / f"{key}.json"
 
 

@@ -91,9 +91,7 @@ class VllmEngine:
 
     def step_cost(self) -> dict[str, float] | None:
         """The batch budget's current step-cost model (specdec with budget only)."""
-        if self.drafter is None or not self.spec.budgeted:
-            return None
-        return self.drafter.step_cost()
+        return self.drafter.step_cost() if self.drafter is not None and self.spec.budgeted else None
 
     def close(self) -> None:
         """Stop vLLM's engine and worker processes now (instead of at interpreter exit);
