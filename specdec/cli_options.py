@@ -1,8 +1,6 @@
-"""Command-line options derived from a pydantic parameter model: one option per field, its
-type, choices, help and default taken from the field (never written again here).
-
-Options left out on the command line are not passed on, so the model's own default applies.
-"""
+"""Command-line options derived from a pydantic parameter model: one option per field, its type,
+choices, help and default taken from the field; an option left out is not passed on, so the
+model's own default applies."""
 
 from __future__ import annotations
 

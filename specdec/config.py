@@ -69,9 +69,8 @@ class SpecConfig:
 
     @property
     def k_ceiling(self) -> int:
-        """The most draft tokens a step may verify (vLLM's K; statistics are sized by it): k_max,
-        or for specdec with its budget the tail ceiling (tail_k_max, default 2 x k_max up to
-        64), reached only while the batch has free rows and the budget finds the tokens worth it."""
+        """The most draft tokens a step may verify (vLLM's K; statistics are sized by it): k_max, or
+        for specdec with its budget the tail ceiling, reached only in a wave's tail (free rows)."""
         if not self.budgeted:
             return self.k_max
         return self.tail_k_max if self.tail_k_max is not None else min(2 * self.k_max, 64)

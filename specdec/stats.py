@@ -1,12 +1,6 @@
-"""Acceptance statistics: request -> shard -> run. Data only, no I/O.
-
-Every target forward yields one token of its own besides the accepted draft tokens, so
-forwards = output tokens - accepted. Figures, named by their formula:
-- acceptance_rate    = num_accepted_tokens / num_draft_tokens
-- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included;
-  not vLLM's "mean acceptance length", which counts drafted steps only)
-- tokens_per_engine_s = num_output_tokens / engine_s (0.0: the engine did not attribute time)
-"""
+"""Acceptance statistics: request -> shard -> run. Data only, no I/O. Each figure is named by its
+formula (docs/internals.md, "Statistics"); every target forward yields one token of its own besides
+the accepted draft tokens, so forwards = output tokens - accepted."""
 
 from __future__ import annotations
 

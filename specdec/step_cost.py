@@ -1,8 +1,5 @@
-"""The step-cost model: what a target forward costs (`StepCost`), its fit to measured steps,
-and the timer that keeps it fitted while the engine runs. The time between two proposer calls
-is one forward over what the previous call handed out; the compiled controller measures the
-clean ones (every row decoding, none new) as `StepSample`s.
-"""
+"""The step-cost model (`StepCost`), its fit to measured steps, and the timer that keeps it fitted
+while the engine runs (docs/internals.md, "The step-cost model")."""
 
 from __future__ import annotations
 
@@ -18,10 +15,9 @@ REFIT_ROWS = 512  # rows those samples served, at the least
 
 class StepCostModel(Protocol):
     def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
-        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled
-        tokens whose rows already hold `num_kv_tokens` tokens in the KV cache;
-        `num_draft_kv_tokens` is the context held by the rows that schedule more than one
-        token (a decoding row with a draft)."""
+        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled tokens
+        whose rows hold `num_kv_tokens` in the KV cache, `num_draft_kv_tokens` of them in rows that
+        schedule more than one token (a decoding row with a draft)."""
 
 
 class StepSample(NamedTuple):
@@ -60,9 +56,7 @@ def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
-    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0). The draft-KV
-    term: vLLM's CPU attention takes a row with more than one query token at a cost that grows
-    with its context, once per row (near zero on a GPU)."""
+    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0)."""
 
     fixed_s: float
     per_seq_s: float
@@ -145,9 +139,8 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class StepTimer:
-    """The clean steps' samples (calibration and the most recent) and the fit of them. A refit
-    comes after `refit_every` new samples of at least `refit_rows` rows; until then a step
-    costs an append."""
+    """The clean steps' samples (calibration and the most recent) and the fit of them, refitted
+    after `refit_every` new samples of at least `refit_rows` rows (till then a step costs an append)."""
 
     def __init__(self, max_samples: int = 512, refit_every: int = REFIT_EVERY, refit_rows: int = REFIT_ROWS) -> None:
         self.calibration: list[StepSample] = []

@@ -61,9 +61,6 @@ class DrafterHandle:
         """Per worker-side request id: its per-source counts, then forgotten there."""
         return self._drafting_rank(vllm_proposer.take_source_counts, worker_ids) or {}
 
-    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        return self._drafting_rank(vllm_proposer.state_sizes) or {}
-
     def start_calibration(self, num_draft_tokens: int) -> None:
         self._all(vllm_proposer.start_calibration, num_draft_tokens)
 

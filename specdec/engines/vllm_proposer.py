@@ -78,16 +78,6 @@ class SpecdecVllmProposer:
             self.timer.add(sample)
         return drafts
 
-    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of every structure that grows with requests; a per-request one holds at
-        most one batch, except the finished requests' source counts (bound None: kept until taken)."""
-        sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
-        if self.controller is not None:
-            for name, (size, bound) in self.controller.state_sizes().items():
-                per_batch = bound is None and name != "finished_counts"
-                sizes[name] = (size, self.max_num_seqs if per_batch else bound)
-        return sizes
-
 
 def _drafts_used_here() -> bool:
     """Whether vLLM uses this rank's drafts (see the module docstring); True without a
@@ -182,11 +172,6 @@ def step_cost(drafter: SpecdecVllmProposer) -> dict[str, float] | None:
     """The step-cost model the budget uses now (None: not fitted yet)."""
     model: StepCost | None = drafter.timer.model
     return None if model is None else dataclasses.asdict(model)
-
-
-@_on_drafter(None)
-def state_sizes(drafter: SpecdecVllmProposer) -> dict[str, tuple[int, int | None]]:
-    return drafter.state_sizes()
 
 
 @_on_drafter(None)
