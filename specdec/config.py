@@ -113,9 +113,6 @@ class EngineConfig:
         """Processes one engine's model is split over."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
-    def extra_engine_args(self) -> dict[str, Any]:
-        return json.loads(self.engine_args)
-
 
 def config_hash(*parts: dict[str, Any]) -> str:
     """Stable short hash of JSON-able config dicts (sorted keys)."""

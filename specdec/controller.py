@@ -72,12 +72,10 @@ class DraftController:
     def step_tokens(self, req_ids: list[str], tokens: Sequence[np.ndarray], num_accepted: Sequence[int],
                     cost: StepCost | None = None, num_prompt_tokens: Sequence[int] | None = None,
                     tail: bool = False) -> list[np.ndarray]:
-        """One engine step: row i is request `req_ids[i]`, its tokens so far `tokens[i]`
-        ([num_tokens_i] int32/int64: prompt + verified output), of whose last draft
-        `num_accepted[i]` tokens were accepted, its prompt the first `num_prompt_tokens[i]`
-        (None: unknown; read at a request's first step). Returns each row's draft: at most
-        k_max tokens, or with `cost` what the batch budget keeps, up to k_ceiling in a wave's
-        `tail` (free rows, nothing waits to join)."""
+        """One engine step: row i is request `req_ids[i]`, its tokens so far `tokens[i]` (prompt +
+        verified output), of whose last draft `num_accepted[i]` tokens were accepted, its prompt the
+        first `num_prompt_tokens[i]` (None: unknown; read at a request's first step). Returns each
+        row's draft: at most k_max tokens, or what the budget keeps with `cost` (k_ceiling in a `tail`)."""
         accepted = [int(a) for a in num_accepted]
         prompts = _prompt_lengths(num_prompt_tokens, len(accepted))
         drafts, lengths = self._core.step_arrays(list(req_ids), list(tokens), accepted, prompts,

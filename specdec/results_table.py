@@ -47,22 +47,16 @@ def with_current_names(table: pa.Table) -> pa.Table:
     return table.rename_columns([LEGACY_NAMES.get(n, n) for n in table.column_names])
 
 
-def results_to_table(
-    results: Sequence[GenerationResult], method: str, config_hash: str, config: dict[str, Any],
-    num_samples: Mapping[str, int] | None = None, engine: Mapping[str, Any] | None = None,
-) -> pa.Table:
+def results_to_table(results: Sequence[GenerationResult], method: str, config_hash: str, config: dict[str, Any],
+                     num_samples: Mapping[str, int] | None = None, engine: Mapping[str, Any] | None = None) -> pa.Table:
     """One row per result; `num_samples`: samples each row id asked for (default: the results
     of that id); `engine`: what vLLM resolved for the engine that generated them, written to
     the schema metadata beside the config (key specdec.engine, JSON)."""
     if num_samples is None:
         num_samples = collections.Counter(res.id for res in results)
-    rows = []
-    for res in results:
-        row = {"id": res.id, "sample": res.sample, "num_samples": num_samples[res.id], "completion": res.completion,
-               "output_token_ids": res.output_token_ids, "finish_reason": res.finish_reason, "method": method,
-               "config_hash": config_hash, "engine_s": res.engine_s}
-        row.update(res.stats.to_columns())
-        rows.append(row)
+    rows = [{"id": res.id, "sample": res.sample, "num_samples": num_samples[res.id], "completion": res.completion,
+             "output_token_ids": res.output_token_ids, "finish_reason": res.finish_reason, "method": method,
+             "config_hash": config_hash, "engine_s": res.engine_s, **res.stats.to_columns()} for res in results]
     table = pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
     meta = {b"specdec.config": json.dumps(config, sort_keys=True).encode(), b"specdec.config_hash": config_hash.encode(),
             b"specdec.engine": json.dumps(dict(engine or {}), sort_keys=True).encode()}

@@ -1,9 +1,6 @@
-"""Calibrates the batch budget's step-cost model when a specdec engine starts: short
-generations with and without forced drafts, over a spread of batch sizes and prompt lengths
-(`calibration_runs`). Samples are cached per machine and engine configuration; a cached set
-is checked once per process against a fresh short run, since one measured under another load
-would price drafts wrongly for good (steps without drafts never correct a draft's cost).
-"""
+"""Calibrates the batch budget's step-cost model when a specdec engine starts (`calibration_runs`),
+cached per machine and engine configuration and checked once per process against a fresh short
+run (docs/internals.md, "The step-cost model")."""
 
 from __future__ import annotations
 

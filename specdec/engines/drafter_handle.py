@@ -1,7 +1,6 @@
-"""The driver's handle on specdec's drafter inside vLLM's workers: each call is one
-`LLM.collective_rpc` of a function in specdec.engines.vllm_proposer. Every call runs on every
-worker; only the rank whose drafts vLLM uses holds a drafter, the others answer None.
-"""
+"""The driver's handle on specdec's drafter inside vLLM's workers: each call is one `collective_rpc`
+of a function in specdec.engines.vllm_proposer, run on every worker; the ranks without a drafter
+(all but the one whose drafts vLLM uses) answer None."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""vLLM's engine processes (EngineCore and its Workers), seen from the driver: an engine
-process left behind holds its memory until killed, so the driver records them at start-up
-and can stop them itself. psutil.Process objects remember each process's start time, so a
-reused PID is never signalled. The other direction is specdec.vllm_plugins.engine_guard.
-"""
+"""vLLM's engine processes (EngineCore and its Workers), recorded by the driver at start-up so
+that it can stop them itself; a psutil.Process remembers its start time, so a reused PID is never
+signalled. The other direction is specdec.vllm_plugins.engine_guard."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def llm_kwargs(engine: EngineConfig, spec: SpecConfig, model_path: Path) -> dict
     if engine.world_size > 1:
         # vLLM's own processes, one per rank; never Ray (it would listen on every interface)
         kwargs["distributed_executor_backend"] = "mp"
-    kwargs.update(engine.extra_engine_args())
+    kwargs.update(json.loads(engine.engine_args))
     return kwargs
 
 

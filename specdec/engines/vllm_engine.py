@@ -1,7 +1,5 @@
 """The real engine: vLLM's offline `LLM` driven request by request (the `RequestEngine` of
-specdec.engines.engine_stream), meant to live for a whole process and serve many streams.
-Every finished request carries statistics from what vLLM really did, for every method alike.
-"""
+specdec.engines.engine_stream), meant to live for a whole process and serve many streams."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Our proposer as a vLLM `custom_class` drafter, inside vLLM's worker process.
-
-vLLM calls `propose(...)` every step with one row per running request but no request ids, so
-the engine binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
-SpecConfig through `LLM.collective_rpc` right after start-up (`bind_proposer`). Requests that
-left the batch are finished at the next step (or when the cache is saved).
-
-With tensor or pipeline parallelism vLLM takes the drafts of one rank only (the first
-tensor-parallel rank of the last pipeline stage) and discards the others'. So specdec drafts
-on that rank alone: the others are never bound and cost no host time.
-"""
+"""Our proposer as a vLLM `custom_class` drafter, inside vLLM's worker process. vLLM calls
+`propose(...)` every step with one row per running request but no request ids, so the engine binds
+the model runner's input batch (rows -> `input_batch.req_ids`) and our SpecConfig through
+`LLM.collective_rpc` after start-up (`bind_proposer`). With tensor or pipeline parallelism only
+the rank whose drafts vLLM uses drafts (docs/internals.md, "Parallel engines")."""
 
 from __future__ import annotations
 

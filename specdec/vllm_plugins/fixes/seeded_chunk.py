@@ -1,13 +1,10 @@
-"""Let vLLM's model runner rewind the generators of seeded requests on CPU.
-
-When a step samples a token that is thrown away (a prefill chunk that is not the prompt's
-last), `vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync`, which the CPU
-runner inherits, undoes its draws with `gen.set_offset(gen.get_offset() - 4)`: a CUDA
-generator's Philox offset. A CPU generator raises "CPU Generator does not use offset" and the
-worker dies (specdec seeds every sample, so every chunked prompt hits it). The fix keeps
-vLLM's semantics: seeded requests' CPU generators become `RewindableGenerator`s
-(`CachedRequestState.__post_init__`), which checkpoint before each `CPUModelRunner._sample`.
-"""
+"""Let vLLM's model runner rewind the generators of seeded requests on CPU. When a step samples a
+token it throws away (a prefill chunk that is not the prompt's last), `_bookkeeping_sync` (DEFECT),
+which the CPU runner inherits, undoes its draws with `gen.set_offset(gen.get_offset() - 4)`, a CUDA
+generator's Philox offset: a CPU generator raises "CPU Generator does not use offset" and the worker
+dies (specdec seeds every sample). The fix keeps vLLM's semantics: seeded requests' CPU generators
+become `RewindableGenerator`s (`CachedRequestState.__post_init__`), which checkpoint before each
+`CPUModelRunner._sample`."""
 
 from __future__ import annotations
 
