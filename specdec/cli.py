@@ -87,15 +87,11 @@ def _core_command(args: argparse.Namespace) -> int:
     if args.command == "generate":
         return generate_command.run(args)
     if args.command == "sample":
-        return _sample(args)
+        from specdec.datasets import humaneval_rows, write_shard
+
+        print(f"wrote {write_shard(humaneval_rows(args.limit), args.output)}")
+        return 0
     return 1
-
-
-def _sample(args: argparse.Namespace) -> int:
-    from specdec.datasets import humaneval_rows, write_shard
-
-    print(f"wrote {write_shard(humaneval_rows(args.limit), args.output)}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,6 @@
-"""Command-line options derived from a pydantic parameter model: one option per field, its
-type, choices, help and default taken from the field (never written again here).
-
-Options left out on the command line are not passed on, so the model's own default applies.
-"""
+"""Command-line options derived from a pydantic parameter model: one option per field, its type,
+choices, help and default taken from the field; an option left out is not passed on, so the
+model's own default applies."""
 
 from __future__ import annotations
 
@@ -18,33 +16,28 @@ from pydantic import BaseModel
 M = TypeVar("M", bound=BaseModel)
 
 
-def option_name(field_name: str) -> str:
-    return "--" + field_name.replace("_", "-")
-
-
 def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], exclude: Iterable[str] = ()) -> None:
     skip = set(exclude)
     for name, field in model.model_fields.items():
         if name in skip:
             continue
-        required = field.is_required()
-        kwargs: dict[str, Any] = {"dest": name, "help": _help(field.description, field.default, required)}
-        if required:
-            kwargs["required"] = True
+        help_text = field.description or ""
+        if field.is_required():
+            kwargs: dict[str, Any] = {"required": True}
         else:
-            kwargs["default"] = argparse.SUPPRESS
+            kwargs = {"default": argparse.SUPPRESS}
+            if field.default is not None:
+                help_text = f"{help_text} (default: {field.default})".strip()
         kind = _base_type(field.annotation)
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(kind) is Literal:
             kwargs["choices"] = typing.get_args(kind)
         elif kind is dict or typing.get_origin(kind) is dict:
-            kwargs["type"] = _json_object
-            kwargs["metavar"] = "JSON"
+            kwargs.update(type=_json_object, metavar="JSON")
         else:
-            kwargs["type"] = kind
-            kwargs["metavar"] = name.upper()
-        parser.add_argument(option_name(name), **kwargs)
+            kwargs.update(type=kind, metavar=name.upper())
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text, **kwargs)
 
 
 def model_from_args(model: type[M], args: argparse.Namespace, **extra: Any) -> M:
@@ -70,10 +63,3 @@ def _base_type(annotation: Any) -> Any:
         if len(args) == 1:
             return args[0]
     return annotation
-
-
-def _help(description: str | None, default: Any, required: bool) -> str:
-    text = description or ""
-    if required or default is None:
-        return text
-    return f"{text} (default: {default})".strip()

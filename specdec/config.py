@@ -53,7 +53,10 @@ class SpecConfig:
                 raise ConfigError(f"cache_max_tokens={self.cache_max_tokens} must be >= 1")
             if self.tail_k_max is not None and not self.k_max <= self.tail_k_max <= 64:
                 raise ConfigError(f"tail_k_max={self.tail_k_max} must be within [k_max={self.k_max}, 64]")
-            _require_native()
+            try:  # start-up fails here, saying what to do, when the compiled drafter is not installed
+                load_core()
+            except NativeDrafterMissing as exc:
+                raise ConfigError(str(exc)) from exc
 
     @property
     def speculative(self) -> bool:
@@ -66,9 +69,8 @@ class SpecConfig:
 
     @property
     def k_ceiling(self) -> int:
-        """The most draft tokens a step may verify (vLLM's K; statistics are sized by it): k_max,
-        or for specdec with its budget the tail ceiling (tail_k_max, default 2 x k_max up to
-        64), reached only while the batch has free rows and the budget finds the tokens worth it."""
+        """The most draft tokens a step may verify (vLLM's K; statistics are sized by it): k_max, or
+        for specdec with its budget the tail ceiling, reached only in a wave's tail (free rows)."""
         if not self.budgeted:
             return self.k_max
         return self.tail_k_max if self.tail_k_max is not None else min(2 * self.k_max, 64)
@@ -79,14 +81,6 @@ class SpecConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SpecConfig":
         return cls(**data)
-
-
-def _require_native() -> None:
-    """Start-up fails here, with what to do, when the compiled drafter is not installed."""
-    try:
-        load_core()
-    except NativeDrafterMissing as exc:
-        raise ConfigError(str(exc)) from exc
 
 
 # KV-cache memory of an engine on vLLM's CPU build when kv_cache_gib is not given
@@ -118,9 +112,6 @@ class EngineConfig:
     def world_size(self) -> int:
         """Processes one engine's model is split over."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
-
-    def extra_engine_args(self) -> dict[str, Any]:
-        return json.loads(self.engine_args)
 
 
 def config_hash(*parts: dict[str, Any]) -> str:

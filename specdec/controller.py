@@ -1,20 +1,6 @@
-"""specdec's drafter, controller and batch budget: the compiled core
-(packaging/specdec_native/src/controller.cc, budget.cc) behind one small class. Each step it
-learns from the last verification, drafts up to K tokens per row with a confidence per token,
-and, given a `StepCost`, keeps only the positions whose expected gain pays for their
-verification. The naive Python oracles in tests/oracles draft the same tokens.
-
-Example (k_max = 4, no cost model, so every row drafts its full K):
-
-    >>> controller = DraftController(SpecConfig(method="specdec", k_max=4))
-    >>> tokens = np.array([5, 6, 7, 8, 5, 6, 7])  # prompt + output so far
-    >>> controller.step_tokens(["a"], [tokens], [0])  # "5 6 7" was followed by "8 5 6 7"
-    [array([8, 5, 6, 7])]
-    >>> # the target accepted "8 5" and then emitted 9: no earlier text continues "5 9"
-    >>> controller.step_tokens(["a"], [np.append(tokens, [8, 5, 9])], [2])
-    [array([], dtype=int64)]
-    >>> controller.finish("a")  # its tokens enter the cross-request cache
-"""
+"""specdec's drafter, controller and batch budget: the compiled core (packaging/specdec_native)
+behind one small class (docs/internals.md, "A step"). The oracles in tests/oracles draft the same;
+tests/unit/test_controller_replay.py ends with a worked example."""
 
 from __future__ import annotations
 
@@ -61,8 +47,8 @@ class DraftController:
     """specdec's drafting for many requests, one call per engine step. Not thread-safe."""
 
     def __init__(self, config: SpecConfig, tokenizer: str | None = None, settings: CoreSettings = CORE) -> None:
-        """`tokenizer`: specdec.models.tokenizer_digest, checked against the cache file's. Starts
-        from `config.cache_file` when usable; `cache_warning` says why it was not."""
+        """`tokenizer`: specdec.models.tokenizer_digest, checked against the cache file's;
+        `cache_warning` says why `config.cache_file` was not used."""
         self.config = config
         self.tokenizer = tokenizer
         self.settings = s = settings
@@ -86,12 +72,10 @@ class DraftController:
     def step_tokens(self, req_ids: list[str], tokens: Sequence[np.ndarray], num_accepted: Sequence[int],
                     cost: StepCost | None = None, num_prompt_tokens: Sequence[int] | None = None,
                     tail: bool = False) -> list[np.ndarray]:
-        """One engine step: row i is request `req_ids[i]`, its tokens so far `tokens[i]`
-        ([num_tokens_i] int32/int64: prompt + verified output), of whose last draft
-        `num_accepted[i]` tokens were accepted, its prompt the first `num_prompt_tokens[i]`
-        (None: unknown; read at a request's first step). Returns each row's draft: at most
-        k_max tokens, or with `cost` what the batch budget keeps, up to k_ceiling in a wave's
-        `tail` (free rows, nothing waits to join)."""
+        """One engine step: row i is request `req_ids[i]`, its tokens so far `tokens[i]` (prompt +
+        verified output), of whose last draft `num_accepted[i]` tokens were accepted, its prompt the
+        first `num_prompt_tokens[i]` (None: unknown; read at a request's first step). Returns each
+        row's draft: at most k_max tokens, or what the budget keeps with `cost` (k_ceiling in a `tail`)."""
         accepted = [int(a) for a in num_accepted]
         prompts = _prompt_lengths(num_prompt_tokens, len(accepted))
         drafts, lengths = self._core.step_arrays(list(req_ids), list(tokens), accepted, prompts,
@@ -144,9 +128,8 @@ class DraftController:
         return self.drafter.take_source_counts(list(req_ids))
 
     def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of each structure; bound None: per request, empty between calls.
-        `finished_counts` has no bound of its own: a finished request's source counts stay
-        until taken (take_source_counts)."""
+        """(size, bound) of each structure; bound None: per request, empty between calls, except
+        `finished_counts`: a finished request's source counts stay until taken."""
         d, cache = self.drafter, self.drafter.cache
         return {"live_requests": (self._core.num_live, None), "step_drafts": (self._core.num_step_rows, None),
                 "finished_counts": (d.num_finished_counts, None),

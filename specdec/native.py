@@ -20,10 +20,8 @@ def load_core() -> ModuleType:
         raise NativeDrafterMissing(f"specdec's compiled drafter (specdec_native) is not installed: {INSTALL_HINT}") from exc
     found = getattr(specdec_native, "ABI_VERSION", None)
     if found != ABI_VERSION:
-        raise NativeDrafterMissing(
-            f"specdec_native {found if found is not None else '?'} is installed, this specdec needs "
-            f"version {ABI_VERSION}: {INSTALL_HINT}"
-        )
+        raise NativeDrafterMissing(f"specdec_native {found if found is not None else '?'} is installed, this specdec "
+                                   f"needs version {ABI_VERSION}: {INSTALL_HINT}")
     return specdec_native
 
 

@@ -59,12 +59,10 @@ def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[R
     for required in ("id", "prompt"):
         if required not in names:
             raise InputError(f"{source}: missing column {required!r} (has: {sorted(names)})")
-    _check_type(table, "id", pa.types.is_string, source)
-    _check_type(table, "prompt", pa.types.is_string, source)
-    if "messages" in names:
-        _check_type(table, "messages", pa.types.is_string, source)
-    if "max_tokens" in names:
-        _check_type(table, "max_tokens", pa.types.is_integer, source)
+    for name, predicate in (("id", pa.types.is_string), ("prompt", pa.types.is_string),
+                            ("messages", pa.types.is_string), ("max_tokens", pa.types.is_integer)):
+        if name in names:
+            _check_type(table, name, predicate, source)
     columns = {name: _cells(table, name) for name in names & {"id", "prompt", "messages", "max_tokens"}}
     if "samples" in names:
         columns["samples"] = _sample_cells(table.column("samples"))
@@ -181,9 +179,8 @@ def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:
     except json.JSONDecodeError as exc:
         raise InputError(f"messages is not valid JSON: {exc}") from exc
     if not isinstance(messages, list) or not messages or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages
-    ):
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages):
         raise InputError('messages must be a non-empty JSON list of {"role": str, "content": str}')
     return messages
 

@@ -12,14 +12,9 @@ import pyarrow as pa
 from specdec.prompts import RejectedRow
 
 QUARANTINE_SCHEMA = pa.schema([
-    ("run_id", pa.string()),
-    ("shard_id", pa.string()),
-    ("row_index", pa.int32()),
-    ("id", pa.string()),
+    ("run_id", pa.string()), ("shard_id", pa.string()), ("row_index", pa.int32()), ("id", pa.string()),
     ("stage", pa.string()),  # read | validate | tokenize | dedupe
-    ("reason", pa.string()),
-    ("num_rows", pa.int64()),
-    ("quarantined_at", pa.timestamp("us")),
+    ("reason", pa.string()), ("num_rows", pa.int64()), ("quarantined_at", pa.timestamp("us")),
 ])
 
 

@@ -1,12 +1,6 @@
-"""Acceptance statistics: request -> shard -> run. Data only, no I/O.
-
-Every target forward yields one token of its own besides the accepted draft tokens, so
-forwards = output tokens - accepted. Figures, named by their formula:
-- acceptance_rate    = num_accepted_tokens / num_draft_tokens
-- tokens_per_forward = num_output_tokens / num_steps (prefill and undrafted steps included;
-  not vLLM's "mean acceptance length", which counts drafted steps only)
-- tokens_per_engine_s = num_output_tokens / engine_s (0.0: the engine did not attribute time)
-"""
+"""Acceptance statistics: request -> shard -> run. Data only, no I/O. Each figure is named by its
+formula (docs/internals.md, "Statistics"); every target forward yields one token of its own besides
+the accepted draft tokens, so forwards = output tokens - accepted."""
 
 from __future__ import annotations
 
@@ -59,15 +53,6 @@ class RequestStats(_Rates):
         return row
 
 
-def accepted_per_position(per_step_accepted: Sequence[int], k_ceiling: int) -> list[int]:
-    """How many drafts had their token at position i accepted, i < k_ceiling."""
-    counts = [0] * k_ceiling
-    for accepted in per_step_accepted:
-        for pos in range(min(accepted, k_ceiling)):
-            counts[pos] += 1
-    return counts
-
-
 def request_stats(num_output_tokens: int, per_step_drafted: Sequence[int], per_step_accepted: Sequence[int],
                   k_ceiling: int, speculative: bool = True) -> RequestStats:
     """Per-request figures from vLLM's detailed per-request metrics (one entry per decode step
@@ -83,11 +68,11 @@ def request_stats(num_output_tokens: int, per_step_drafted: Sequence[int], per_s
         k_histogram = [num_fallback] + [0] * k_ceiling
         for drafted in per_step_drafted:
             k_histogram[drafted] += 1
+    per_pos = [sum(1 for a in per_step_accepted if a > pos) for pos in range(k_ceiling)]  # drafts accepted there
     return RequestStats(
         num_output_tokens=num_output_tokens, num_steps=num_steps, num_drafts=len(per_step_drafted),
-        num_draft_tokens=int(sum(per_step_drafted)), num_accepted_tokens=num_accepted,
-        accepted_per_pos=accepted_per_position(per_step_accepted, k_ceiling), k_histogram=k_histogram,
-        num_fallback_steps=num_fallback)
+        num_draft_tokens=int(sum(per_step_drafted)), num_accepted_tokens=num_accepted, accepted_per_pos=per_pos,
+        k_histogram=k_histogram, num_fallback_steps=num_fallback)
 
 
 class AttributedRequest(Protocol):  # specdec.types.GenerationResult
@@ -165,13 +150,12 @@ class Totals(_Rates):
             if isinstance(value, list):
                 values[name] = [int(v) for v in value]
             else:
-                values[name] = float(value) if name in _SECONDS else int(value)
+                values[name] = float(value) if name == "engine_s" else int(value)
         return cls(**values)
 
 
 _COUNTERS = ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens",
              "num_accepted_tokens", "num_fallback_steps")
-_SECONDS = ("engine_s",)
 
 
 @dataclasses.dataclass

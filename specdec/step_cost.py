@@ -1,8 +1,5 @@
-"""The step-cost model: what a target forward costs (`StepCost`), its fit to measured steps,
-and the timer that keeps it fitted while the engine runs. The time between two proposer calls
-is one forward over what the previous call handed out; the compiled controller measures the
-clean ones (every row decoding, none new) as `StepSample`s.
-"""
+"""The step-cost model (`StepCost`), its fit to measured steps, and the timer that keeps it fitted
+while the engine runs (docs/internals.md, "The step-cost model")."""
 
 from __future__ import annotations
 
@@ -18,11 +15,9 @@ REFIT_ROWS = 512  # rows those samples served, at the least
 
 class StepCostModel(Protocol):
     def seconds(self, num_seqs: int, num_tokens: int, num_kv_tokens: int, num_draft_kv_tokens: int = 0) -> float:
-        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled
-        tokens whose rows already hold `num_kv_tokens` tokens in the KV cache;
-        `num_draft_kv_tokens` is the context held by the rows that schedule more than one
-        token (a decoding row with a draft)."""
-        ...
+        """Predicted wall time of one forward over `num_seqs` rows and `num_tokens` scheduled tokens
+        whose rows hold `num_kv_tokens` in the KV cache, `num_draft_kv_tokens` of them in rows that
+        schedule more than one token (a decoding row with a draft)."""
 
 
 class StepSample(NamedTuple):
@@ -61,9 +56,7 @@ def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
-    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0). The draft-KV
-    term: vLLM's CPU attention takes a row with more than one query token at a cost that grows
-    with its context, once per row (near zero on a GPU)."""
+    + per_draft_kv_token * the context of each row that drafts (seconds, >= 0)."""
 
     fixed_s: float
     per_seq_s: float
@@ -88,14 +81,11 @@ NUM_SHAPE_FIELDS = len(StepSample._fields) - 1  # a sample's shape: all but its 
 
 
 def fit_step_cost_arrays(shapes: np.ndarray, secs: np.ndarray, min_samples: int = 8) -> StepCost | None:
-    """`fit_step_cost` of samples held as arrays: `shapes` [n, 4] (rows, tokens, KV tokens,
-    draft-KV tokens), `secs` [n] (the engine's step timer keeps them so: it refits every
-    few dozen steps)."""
+    """`fit_step_cost` of samples held as arrays (as StepTimer keeps them): `shapes` [n, 4] (rows,
+    tokens, KV tokens, draft-KV tokens), `secs` [n]."""
     if secs.shape[0] < min_samples:
         return None
-    rows = np.empty((secs.shape[0], NUM_SHAPE_FIELDS + 1))
-    rows[:, 0] = 1.0
-    rows[:, 1:] = shapes
+    rows = np.column_stack([np.ones(secs.shape[0]), shapes])
     drafted = rows[:, 2] > rows[:, 1]
     if not drafted.any():
         return None
@@ -113,29 +103,19 @@ OUTLIER_SIGMAS = 3.5  # how far above the fit (in robust standard deviations) a 
 OUTLIER_PASSES = 3
 
 
-def _median(values: np.ndarray) -> float:
-    """np.median's value, by partial sort (this runs every few dozen engine steps)."""
-    n = values.shape[0]
-    half = n // 2
-    if n % 2:
-        return float(np.partition(values, half)[half])
-    low, high = np.partition(values, (half - 1, half))[half - 1 : half + 1]
-    return float((low + high) / 2)
-
-
 def _trimmed_fit(a: np.ndarray, target: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
     """`_nonnegative_lstsq`, refitted without the samples far above the fit, as long as
     enough remain and some of them drafted. `a` and `target` are a sample's shape and
     time divided by its time, so a residual is the step's relative error."""
     keep = np.ones(target.shape[0], dtype=bool)
     coef = _nonnegative_lstsq(a, target)
-    floor = 0.01 * _median(target)  # the spread's floor: 1 % of a step
+    floor = 0.01 * float(np.median(target))  # the spread's floor: 1 % of a step
     for _ in range(OUTLIER_PASSES):
         residual = target - a @ coef
         kept = residual[keep]
-        centre = _median(kept)
+        centre = float(np.median(kept))
         # Median absolute deviation as a standard deviation.
-        spread = max(1.4826 * _median(np.abs(kept - centre)), floor)
+        spread = max(1.4826 * float(np.median(np.abs(kept - centre))), floor)
         trimmed = residual <= centre + OUTLIER_SIGMAS * spread
         if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
             break
@@ -159,9 +139,8 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class StepTimer:
-    """The clean steps' samples (calibration and the most recent) and the fit of them. A refit
-    comes after `refit_every` new samples of at least `refit_rows` rows; until then a step
-    costs an append."""
+    """The clean steps' samples (calibration and the most recent) and the fit of them, refitted
+    after `refit_every` new samples of at least `refit_rows` rows (till then a step costs an append)."""
 
     def __init__(self, max_samples: int = 512, refit_every: int = REFIT_EVERY, refit_rows: int = REFIT_ROWS) -> None:
         self.calibration: list[StepSample] = []

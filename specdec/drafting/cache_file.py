@@ -2,11 +2,9 @@
 `meta` entry is JSON `{"format": "specdec-draft-cache", "version": 3, "tokenizer": <hash or
 null>, "max_depth", "ids"}`; the payload is `CacheContents`' arrays. The trie is rebuilt on load.
 
-Versions 1 (one array `s<i>` per sequence; its node budget is ignored) and 2 (no history)
-still load. A file of another tokenizer, or without the header, is refused like a damaged one:
-token ids only mean something to the tokenizer that made them. `write` goes through a unique
-temporary file and an atomic rename: two workers saving at once leave one complete file.
-"""
+Versions 1 (one array `s<i>` per sequence; its node budget is ignored) and 2 (no history) still
+load. A file of another tokenizer (its token ids mean nothing here), or without the header, is
+refused like a damaged one."""
 
 from __future__ import annotations
 
@@ -115,7 +113,6 @@ def _contents(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> CacheConte
 
 
 def _check_tokens(tokens: np.ndarray, lengths: np.ndarray) -> None:
-    """Token ids in range, lengths adding up to the tokens."""
     if tokens.ndim != 1 or lengths.ndim != 1 or tokens.dtype.kind not in "iu" or lengths.dtype.kind not in "iu":
         raise ValueError("token arrays of the wrong shape or type")
     if (lengths < 0).any() or int(lengths.sum()) != tokens.size:
@@ -125,7 +122,8 @@ def _check_tokens(tokens: np.ndarray, lengths: np.ndarray) -> None:
 
 
 def write(path: str | Path, meta: dict[str, Any], arrays: dict[str, np.ndarray], tokenizer: str | None) -> None:
-    """Write `arrays` with the header and `meta` to `path` atomically."""
+    """Write `arrays` with the header and `meta` to `path`: a unique temporary file, then an atomic
+    rename, so that two workers saving at once leave one complete file."""
     path = Path(path)
     header = {**meta, "format": FORMAT, "version": VERSION, "tokenizer": tokenizer}
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")

@@ -1,9 +1,6 @@
-"""Calibrates the batch budget's step-cost model when a specdec engine starts: short
-generations with and without forced drafts, over a spread of batch sizes and prompt lengths
-(`calibration_runs`). Samples are cached per machine and engine configuration; a cached set
-is checked once per process against a fresh short run, since one measured under another load
-would price drafts wrongly for good (steps without drafts never correct a draft's cost).
-"""
+"""Calibrates the batch budget's step-cost model when a specdec engine starts (`calibration_runs`),
+cached per machine and engine configuration and checked once per process against a fresh short
+run (docs/internals.md, "The step-cost model")."""
 
 from __future__ import annotations
 
@@ -41,10 +38,9 @@ SAMPLE_VERSION = 7
 def calibration_path(engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str]) -> Path:
     import vllm
 
-    key = config_hash(
-        {"engine": engine.__dict__, "model": str(model_path), "k_max": k_max, "version": SAMPLE_VERSION},
-        {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node(), "binding": cpu_binding},
-    )
+    key = config_hash({"engine": engine.__dict__, "model": str(model_path), "k_max": k_max, "version": SAMPLE_VERSION},
+                      {"vllm": vllm.__version__, "cpus": os.cpu_count(), "host": platform.node(),
+                       "binding": cpu_binding})
     return specdec_home() / "calibration" / f"{key}.json"
 
 
@@ -61,10 +57,8 @@ def calibration_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[
     return runs
 
 
-def calibrate(
-    llm: Any, drafter: DrafterHandle, engine: EngineConfig, model_path: Path, k_max: int, cpu_binding: dict[str, str],
-    fresh: bool = False,
-) -> tuple[list[StepSample], list[PrefillSample]]:
+def calibrate(llm: Any, drafter: DrafterHandle, engine: EngineConfig, model_path: Path, k_max: int,
+              cpu_binding: dict[str, str], fresh: bool = False) -> tuple[list[StepSample], list[PrefillSample]]:
     """Step-time and prefill samples for this engine, loaded into the worker's budget: the
     cached ones, or (none cached, or `fresh`) measured now and cached in their place."""
     path = calibration_path(engine, model_path, k_max, cpu_binding)
@@ -118,9 +112,7 @@ def _measure(llm: Any, drafter: DrafterHandle, engine: EngineConfig, k_max: int,
     samples: list[dict[str, float]] = []
     prefills = []
     for size, forced_draft_tokens, prompt_tokens in runs:
-        prompts = [
-            TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)
-        ]
+        prompts = [TokensPrompt(prompt_token_ids=rng.integers(100, vocab, prompt_tokens).tolist()) for _ in range(size)]
         before = len(samples)
         drafter.start_calibration(forced_draft_tokens)
         try:

@@ -1,8 +1,5 @@
-"""How many CPU cores vLLM-CPU keeps away from its compute threads, and the thread settings
-that go with giving it every core. Keeping one core back halves a small machine's compute;
-with every core computing, libgomp's idle spin and numba's OpenMP layer would take cores from
-the engine between forwards (figures: docs/notes/2026-11-30-cpu-threads.md).
-"""
+"""How many CPU cores vLLM-CPU keeps away from its compute threads, and the thread settings that
+go with giving it every core (why: docs/internals.md, the CPU settings the engine chooses)."""
 
 from __future__ import annotations
 

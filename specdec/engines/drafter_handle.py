@@ -1,7 +1,6 @@
-"""The driver's handle on specdec's drafter inside vLLM's workers: each call is one
-`LLM.collective_rpc` of a function in specdec.engines.vllm_proposer. Every call runs on every
-worker; only the rank whose drafts vLLM uses holds a drafter, the others answer None.
-"""
+"""The driver's handle on specdec's drafter inside vLLM's workers: each call is one `collective_rpc`
+of a function in specdec.engines.vllm_proposer, run on every worker; the ranks without a drafter
+(all but the one whose drafts vLLM uses) answer None."""
 
 from __future__ import annotations
 
@@ -60,9 +59,6 @@ class DrafterHandle:
     def take_source_counts(self, worker_ids: list[str]) -> dict[str, SourceCounts]:
         """Per worker-side request id: its per-source counts, then forgotten there."""
         return self._drafting_rank(vllm_proposer.take_source_counts, worker_ids) or {}
-
-    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        return self._drafting_rank(vllm_proposer.state_sizes) or {}
 
     def start_calibration(self, num_draft_tokens: int) -> None:
         self._all(vllm_proposer.start_calibration, num_draft_tokens)

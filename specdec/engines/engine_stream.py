@@ -1,11 +1,7 @@
-"""Requests from many owners (shards) in flight in one engine, and what each one cost.
-
-Every step's wall time goes to the requests that produced tokens in it, in proportion to their
-tokens (plus the prompt's with a request's first output: its prefill); a step without output
-passes its time on. So the finished requests' `engine_s` add up to the engine's `busy_s`.
+"""Requests from many owners (shards) in flight in one engine, and what each one cost: the
+finished requests' `engine_s` add up to the engine's `busy_s` (docs/internals.md, "Statistics").
 An engine that counts drafts by source also has `take_source_counts(request_ids) ->
-{request id: {source: (drafted, accepted)}}`, removing them from its counts.
-"""
+{request id: {source: (drafted, accepted)}}`, removing them from its counts."""
 
 from __future__ import annotations
 
@@ -109,8 +105,8 @@ class EngineStream:
             req = self._in_flight.pop(update.request_id)
             update.result.engine_s = req.engine_s
             finished.append(Finished(req.owner, req.index, update.result))
-        if not self._in_flight:
-            self._idle()
+        if not self._in_flight:  # idle: the next add starts a new busy interval
+            self._mark, self._unattributed_s = None, 0.0
         return finished
 
     def _attribute(self, updates: Sequence[RequestUpdate]) -> None:
@@ -128,8 +124,4 @@ class EngineStream:
             return  # no output this step: its time goes to the next step that has some
         for request_id, tokens in shares.items():
             self._in_flight[request_id].engine_s += self._unattributed_s * tokens / total
-        self._unattributed_s = 0.0
-
-    def _idle(self) -> None:  # the next add starts a new busy interval
-        self._mark = None
         self._unattributed_s = 0.0

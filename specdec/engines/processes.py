@@ -1,8 +1,6 @@
-"""vLLM's engine processes (EngineCore and its Workers), seen from the driver: an engine
-process left behind holds its memory until killed, so the driver records them at start-up
-and can stop them itself. psutil.Process objects remember each process's start time, so a
-reused PID is never signalled. The other direction is specdec.vllm_plugins.engine_guard.
-"""
+"""vLLM's engine processes (EngineCore and its Workers), recorded by the driver at start-up so
+that it can stop them itself; a psutil.Process remembers its start time, so a reused PID is never
+signalled. The other direction is specdec.vllm_plugins.engine_guard."""
 
 from __future__ import annotations
 
@@ -15,9 +13,8 @@ log = logging.getLogger(__name__)
 
 
 def engine_processes(llm: Any) -> list[psutil.Process]:
-    """The EngineCore process(es) of a started `LLM` and all their descendants (Workers).
-
-    Empty where vLLM runs the engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    """The EngineCore process(es) of a started `LLM` and all their descendants (Workers); none
+    where vLLM runs the engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
     client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     manager = getattr(getattr(client, "resources", None), "engine_manager", None)
     found: list[psutil.Process] = []
@@ -68,11 +65,9 @@ def stop(procs: list[psutil.Process], grace_s: float = 10.0) -> None:
 
 
 def wake_blocked_client(llm: Any, error: Exception) -> None:
-    """Make a driver thread blocked on a dead engine raise `error`.
-
-    vLLM's sync client waits on an output queue and on futures of utility calls without a
-    timeout, and nothing is put there when the engine process is killed; this puts `error`
-    in both (vLLM internals of SyncMPClient, 0.32.0)."""
+    """Make a driver thread blocked on a dead engine raise `error`: vLLM's sync client waits on
+    its output queue and on utility calls' futures without a timeout, and nothing comes there
+    from a killed engine; this puts `error` in both (vLLM internals of SyncMPClient, 0.32.0)."""
     client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     queue = getattr(client, "outputs_queue", None)
     if queue is not None:

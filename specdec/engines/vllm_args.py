@@ -53,8 +53,7 @@ def llm_kwargs(engine: EngineConfig, spec: SpecConfig, model_path: Path) -> dict
         tensor_parallel_size=engine.tensor_parallel_size, pipeline_parallel_size=engine.pipeline_parallel_size,
         speculative_config=spec_cfg, disable_log_stats=False,
         # per-request statistics come from vLLM's own record of every step, for every method
-        per_request_spec_decode_metrics="detailed" if spec_cfg else "none",
-    )
+        per_request_spec_decode_metrics="detailed" if spec_cfg else "none")
     if is_cpu_build():
         kwargs["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib(engine) * 2**30)
     elif engine.gpu_memory_utilization is not None:
@@ -65,7 +64,7 @@ def llm_kwargs(engine: EngineConfig, spec: SpecConfig, model_path: Path) -> dict
     if engine.world_size > 1:
         # vLLM's own processes, one per rank; never Ray (it would listen on every interface)
         kwargs["distributed_executor_backend"] = "mp"
-    kwargs.update(engine.extra_engine_args())
+    kwargs.update(json.loads(engine.engine_args))
     return kwargs
 
 
@@ -108,25 +107,18 @@ def check_engine_args(engine_args: dict[str, Any]) -> None:
 
 
 def resolved_settings(llm: Any) -> dict[str, Any]:
-    """What vLLM resolved for the engine it started (its config, not ours): parallelism,
-    sizes, quantization, prefix caching, scheduling, logprobs, and the model runner of its workers."""
+    """What vLLM resolved for the engine it started (its config, not ours)."""
     config = llm.llm_engine.vllm_config
     parallel, cache, scheduler, model = (config.parallel_config, config.cache_config, config.scheduler_config,
                                          config.model_config)
     spec = config.speculative_config
-    return {
-        "tensor_parallel_size": parallel.tensor_parallel_size,
-        "pipeline_parallel_size": parallel.pipeline_parallel_size,
-        "distributed_executor_backend": str(parallel.distributed_executor_backend),
-        "quantization": model.quantization,
-        "max_num_batched_tokens": scheduler.max_num_batched_tokens,
-        "max_num_seqs": scheduler.max_num_seqs,
-        "enable_prefix_caching": cache.enable_prefix_caching,
-        "max_logprobs": model.max_logprobs,
-        "gpu_memory_utilization": cache.gpu_memory_utilization,
-        "kv_cache_memory_bytes": cache.kv_cache_memory_bytes,
-        "async_scheduling": bool(scheduler.async_scheduling),
-        "model_runner": "v2" if config.use_v2_model_runner else "v1",
-        "speculative_method": spec.method if spec is not None else None,
-        "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else 0,
-    }
+    return {"tensor_parallel_size": parallel.tensor_parallel_size,
+            "pipeline_parallel_size": parallel.pipeline_parallel_size,
+            "distributed_executor_backend": str(parallel.distributed_executor_backend),
+            "quantization": model.quantization, "max_num_batched_tokens": scheduler.max_num_batched_tokens,
+            "max_num_seqs": scheduler.max_num_seqs, "enable_prefix_caching": cache.enable_prefix_caching,
+            "max_logprobs": model.max_logprobs, "gpu_memory_utilization": cache.gpu_memory_utilization,
+            "kv_cache_memory_bytes": cache.kv_cache_memory_bytes, "async_scheduling": bool(scheduler.async_scheduling),
+            "model_runner": "v2" if config.use_v2_model_runner else "v1",
+            "speculative_method": spec.method if spec is not None else None,
+            "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else 0}

@@ -1,7 +1,5 @@
 """The real engine: vLLM's offline `LLM` driven request by request (the `RequestEngine` of
-specdec.engines.engine_stream), meant to live for a whole process and serve many streams.
-Every finished request carries statistics from what vLLM really did, for every method alike.
-"""
+specdec.engines.engine_stream), meant to live for a whole process and serve many streams."""
 
 from __future__ import annotations
 
@@ -91,9 +89,7 @@ class VllmEngine:
 
     def step_cost(self) -> dict[str, float] | None:
         """The batch budget's current step-cost model (specdec with budget only)."""
-        if self.drafter is None or not self.spec.budgeted:
-            return None
-        return self.drafter.step_cost()
+        return self.drafter.step_cost() if self.drafter is not None and self.spec.budgeted else None
 
     def close(self) -> None:
         """Stop vLLM's engine and worker processes now (instead of at interpreter exit);
@@ -179,17 +175,11 @@ class VllmEngine:
         metrics = completion.spec_decode_metrics if self.drafting else None  # off: as `none` records
         drafted = list(metrics.per_step_drafted) if metrics else []
         accepted = list(metrics.per_step_accepted) if metrics else []
-        return GenerationResult(
-            id=req.id,
-            sample=req.sample,
-            completion="".join(state.text),
-            output_token_ids=state.token_ids,
-            finish_reason=str(completion.finish_reason),
-            stats=request_stats(len(state.token_ids), drafted, accepted,
-                                self.spec.k_ceiling if self.drafting else self.spec.k_max, self.drafting),
-            per_step_drafted=drafted,
-            per_step_accepted=accepted,
-        )
+        stats = request_stats(len(state.token_ids), drafted, accepted,
+                              self.spec.k_ceiling if self.drafting else self.spec.k_max, self.drafting)
+        return GenerationResult(id=req.id, sample=req.sample, completion="".join(state.text),
+                                output_token_ids=state.token_ids, finish_reason=str(completion.finish_reason),
+                                stats=stats, per_step_drafted=drafted, per_step_accepted=accepted)
 
 
 @dataclasses.dataclass
@@ -206,14 +196,10 @@ def _sampling_params(request: GenerationRequest, sampling: SamplingOptions, seed
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    return SamplingParams(
-        max_tokens=request.max_tokens,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k if sampling.top_k > 0 else -1,
-        # a request's own seed (one per sample, see specdec.sampling_seeds) wins; else the
-        # i-th request of its shard gets seed + i, however the stream interleaves shards
-        seed=request.seed if request.seed is not None else (None if sampling.seed is None else sampling.seed + seed_index),
-        ignore_eos=sampling.ignore_eos,
-        output_kind=RequestOutputKind.DELTA,  # new tokens each step: the stream attributes time by them
-    )
+    # a request's own seed (one per sample, see specdec.sampling_seeds) wins; else the i-th
+    # request of its shard gets seed + i, however the stream interleaves shards
+    seed = request.seed if request.seed is not None else (None if sampling.seed is None else sampling.seed + seed_index)
+    # DELTA: new tokens each step, by which the stream attributes time
+    return SamplingParams(max_tokens=request.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+                          top_k=sampling.top_k if sampling.top_k > 0 else -1, seed=seed, ignore_eos=sampling.ignore_eos,
+                          output_kind=RequestOutputKind.DELTA)

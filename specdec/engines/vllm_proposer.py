@@ -1,14 +1,8 @@
-"""Our proposer as a vLLM `custom_class` drafter, inside vLLM's worker process.
-
-vLLM calls `propose(...)` every step with one row per running request but no request ids, so
-the engine binds the model runner's input batch (rows -> `input_batch.req_ids`) and our
-SpecConfig through `LLM.collective_rpc` right after start-up (`bind_proposer`). Requests that
-left the batch are finished at the next step (or when the cache is saved).
-
-With tensor or pipeline parallelism vLLM takes the drafts of one rank only (the first
-tensor-parallel rank of the last pipeline stage) and discards the others'. So specdec drafts
-on that rank alone: the others are never bound and cost no host time.
-"""
+"""Our proposer as a vLLM `custom_class` drafter, inside vLLM's worker process. vLLM calls
+`propose(...)` every step with one row per running request but no request ids, so the engine binds
+the model runner's input batch (rows -> `input_batch.req_ids`) and our SpecConfig through
+`LLM.collective_rpc` after start-up (`bind_proposer`). With tensor or pipeline parallelism only
+the rank whose drafts vLLM uses drafts (docs/internals.md, "Parallel engines")."""
 
 from __future__ import annotations
 
@@ -67,11 +61,9 @@ class SpecdecVllmProposer:
         if controller is None or not self.drafting:  # warm-up before binding, or drafting off
             return [[] for _ in sampled_token_ids]
         budget, batch = self.budget, self.input_batch
-        # [max_num_reqs] each input-batch row's prompt length (vLLM 0.32's InputBatch; None:
-        # unknown, see bind): the drafter groups requests of a prompt by it
+        # each row's prompt length (None: unknown, see bind): the drafter groups a prompt's requests by it
         prompt_lens = getattr(batch, "num_prompt_tokens", None)
-        # Free rows while nothing more will join: the run's tail, where the budget may draft up
-        # to the engine's K instead of k_max (SpecConfig.k_ceiling).
+        # free rows while nothing more will join: the run's tail (see stream_ending)
         tail = self.stream_ending and len(sampled_token_ids) < self.max_num_seqs
         drafts, sample = controller.engine_step(batch.req_ids, sampled_token_ids, num_tokens_no_spec, token_ids_cpu,
                                                 self.timer.model if budget else None, self.forced_draft_tokens,
@@ -79,17 +71,6 @@ class SpecdecVllmProposer:
         if sample is not None:
             self.timer.add(sample)
         return drafts
-
-    def state_sizes(self) -> dict[str, tuple[int, int | None]]:
-        """(size, bound) of every structure that grows with requests. The per-request ones hold
-        at most one batch, except the finished requests' source counts: those stay until the
-        driver takes them (bound None)."""
-        sizes = {"step_samples": (len(self.timer), self.timer.max_samples)}
-        if self.controller is not None:
-            for name, (size, bound) in self.controller.state_sizes().items():
-                per_batch = bound is None and name != "finished_counts"
-                sizes[name] = (size, self.max_num_seqs if per_batch else bound)
-        return sizes
 
 
 def _drafts_used_here() -> bool:
@@ -185,11 +166,6 @@ def step_cost(drafter: SpecdecVllmProposer) -> dict[str, float] | None:
     """The step-cost model the budget uses now (None: not fitted yet)."""
     model: StepCost | None = drafter.timer.model
     return None if model is None else dataclasses.asdict(model)
-
-
-@_on_drafter(None)
-def state_sizes(drafter: SpecdecVllmProposer) -> dict[str, tuple[int, int | None]]:
-    return drafter.state_sizes()
 
 
 @_on_drafter(None)

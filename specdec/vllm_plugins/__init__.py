@@ -1,8 +1,6 @@
-"""vLLM general plugins shipped with specdec (entry point group `vllm.general_plugins`): fixes/
-(correctness), speedups/ (less work on CPU), engine_guard (process hygiene). vLLM calls the
-plugin in every process it starts, before any model code runs: keep imports here light.
-Each fix and speedup has its own opt-out variable (DISABLE_ENV in its module).
-"""
+"""vLLM general plugins shipped with specdec (entry point group `vllm.general_plugins`), each fix
+and speedup with its opt-out (DISABLE_ENV in its module). vLLM calls the plugin in every process
+it starts, before any model code runs: keep imports here light."""
 
 
 def register() -> None:

@@ -1,10 +1,7 @@
-"""Engine processes end when the process that started them ends (process hygiene, not a fix).
-
-vLLM's EngineCore does not watch its parent: a driver killed without shutting its engine down
-leaves it running, holding its memory. A daemon thread waits on the parent's process sentinel
+"""Engine processes end when the process that started them ends (process hygiene, not a fix):
+vLLM's EngineCore does not watch its parent. A daemon thread waits on the parent's process sentinel
 (unlike PR_SET_PDEATHSIG, not tied to the thread that started the child), then kills the
-process's own children and exits.
-"""
+process's own children and exits."""
 
 from __future__ import annotations
 

@@ -75,9 +75,8 @@ def on_cpu_platform() -> bool:
 def replace_in_vllm(defect: UpstreamDefect, original: Callable[..., Any], fixed: Callable[..., Any],
                     log: logging.Logger) -> None:
     """Put `fixed` wherever vLLM holds `original` (the function `defect` names), and say where."""
-    places = rebind(original, fixed)
     log.info("specdec: replaced %s.%s (%s) in: %s", defect.module, defect.function, defect.wrong,
-             ", ".join(places))
+             ", ".join(rebind(original, fixed)))
 
 
 def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:
@@ -112,9 +111,7 @@ def _rebind_override(wrapper: Any, original: Callable[..., Any], fixed: Callable
     return True
 
 
-def _rebind_registry(
-    dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]
-) -> None:
+def _rebind_registry(dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> None:
     # Keep vLLM's record of registered overrides truthful too.
     registry = getattr(dispatcher, "_registry", None)
     if not isinstance(registry, dict):

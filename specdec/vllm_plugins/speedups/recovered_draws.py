@@ -1,10 +1,7 @@
-"""Draw the rejection sampler's recovery noise only for the rows that read it (CPU).
-
-`vllm/v1/sample/rejection_sampler.py: sample_recovered_tokens` fills [rows, vocab] with global
-exponential noise every sampled step, then draws seeded rows again from their own generators;
-only rows with drafts are read. On CPU that waste is a visible share of every sampled step.
-Here a seeded row draws from its own generator in vLLM's order (its tokens are exactly vLLM's).
-"""
+"""Draw the rejection sampler's recovery noise only for the rows that read it (CPU): vLLM's
+`sample_recovered_tokens` (DEFECT) fills [rows, vocab] with global exponential noise every sampled
+step, then draws seeded rows again, though only rows with drafts are read (on CPU a visible share of
+the step). Here a seeded row draws from its own generator in vLLM's order (exactly vLLM's tokens)."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_p
 
 DEFECT = UpstreamDefect("vllm.v1.sample.rejection_sampler", "sample_recovered_tokens",
     wrong="draws [rows, vocab] global noise every sampled step, also for rows that never read it",
-    upstream="vllm-project/vllm#40877 (closed unmerged: skip the global fill when every drafting row is seeded)",
-)
+    upstream="vllm-project/vllm#40877 (closed unmerged: skip the global fill when every drafting row is seeded)")
 DISABLE_ENV = "SPECDEC_DISABLE_RECOVERED_DRAWS_FIX"
 _KERNEL_ATTR = "_sample_recovered_tokens"  # the recovery kernel's dispatcher, called as vLLM does
 
