@@ -12,7 +12,6 @@ import itertools
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from specdec.datasets import humaneval_rows
 from support import BIN, REPO
 from support.db import query
+from support.killed_flow import kill_flow_process_mid_stream
 from support.process_tree import describe, descendants, wait_until_gone
 from support.processes import stop, wait_for
 from support.shards import write_shard
@@ -140,7 +140,9 @@ def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(w
     write_shard(tmp_path / "src/he-002.parquet", [{**r, "max_tokens": 128} for r in rows[10:]])
     sizes = {"he-000.parquet": 4, "he-001.parquet": 6, "he-002.parquet": 12}
     db, staging = tmp_path / "r.duckdb", tmp_path / "staging"
-    kill_flow_process_mid_stream(env, tmp_path, db, staging)
+    kill_flow_process_mid_stream(env, ["--source", str(tmp_path / "src"), "--db", str(db), "--staging", str(staging),
+                                       "--max-tokens", "16", "--batch-size", "4", "--kv-cache-gib", "1"],
+                                 tmp_path / "run1.log")
     assert query(db, "SELECT shard_id, count(*) FROM outputs GROUP BY ALL") == [("he-000.parquet", 4)]
     (run_id,) = query(db, "SELECT run_id FROM runs")[0]
     for shard in ("he-001.parquet", "he-002.parquet"):  # in flight when killed: not committed
@@ -159,34 +161,6 @@ def test_killed_then_cancelled_then_rerun_by_deployment_gives_each_prompt_once(w
     check_results(db, num_prompts=22, num_shards=3, engine_starts=num_generating)
     assert query(db, "SELECT generated_at FROM shards WHERE shard_id = 'he-000.parquet'") == first_generated
     assert query(db, "SELECT count(*) FROM runs") == [(1,)]  # same source + config: same run
-
-
-def kill_flow_process_mid_stream(env, tmp_path, db, staging) -> None:
-    out_path = tmp_path / "run1.log"
-    with open(out_path, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "specdec.cli", "run", "--source", str(tmp_path / "src"), "--db", str(db),
-             "--staging", str(staging), "--max-tokens", "16", "--batch-size", "4", "--kv-cache-gib", "1"],
-            env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            wait_for(lambda: "ingested 1 shard(s)" in out_path.read_text(), 400, "first shard committed", proc)
-            tree = descendants(proc.pid)
-            engine_cores = [p for p in tree if "EngineCore" in p.name()]
-            assert engine_cores, describe(tree)
-            # Hold the engine (a fast machine would finish the other shards first), kill the
-            # flow process alone, then let the engine go: its processes must notice their
-            # parent is gone.
-            for p in engine_cores:
-                p.suspend()
-            try:
-                proc.kill()
-                proc.wait(30)
-            finally:
-                for p in engine_cores:
-                    p.resume()
-        finally:
-            proc.kill()
-    assert not wait_until_gone(tree, 30), describe(tree)
 
 
 def cancel_mid_stream(env, worker_proc, params: dict) -> None:

@@ -3,6 +3,7 @@
     db.py              the one DuckDB read helper (`query`) and the schema as text
     shards.py          the one prompt-shard writer (`write_shard`) and broken shards
     processes.py       ports, waiting with a deadline, stopping by PID, loopback check
+    killed_flow.py     a `specdec run` process SIGKILLed once its first shard is committed
     prefect_records.py flow-run logs and task runs, read once they have arrived
     echo_engine.py     a test double for VllmEngine (flow-orchestration tests)
     flaky_proxy.py     a TCP proxy that cuts S3 on demand (fault tests)
