@@ -61,7 +61,7 @@ class RunContext:
         self.manifest.pilot = [decision.to_dict() for decision in self.decided.values()]
 
     def _earlier_decisions(self) -> dict[str, PilotDecision]:
-        earlier = self.staging.read_run(self.run_id)
+        earlier = t.read_run(self.staging, self.run_id)
         if earlier is None or earlier.config_hash != self.config_hash:
             return {}
         return {d["kind"]: PilotDecision.from_dict(d) for d in earlier.pilot}

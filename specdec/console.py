@@ -54,6 +54,9 @@ def console(log_path: Path | None) -> Iterator[Console]:
         return
     if importlib.util.find_spec("vllm") is not None:
         import vllm.logger  # noqa: F401  (configures vLLM's logger now, not over our handler later)
+    # Each engine start configures vLLM's handler again, on the sys.stdout of that moment, which a
+    # command may point at the terminal for its own lines (the bench's print): stderr is the log's.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()

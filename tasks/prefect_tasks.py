@@ -68,6 +68,11 @@ def record_run(staging: Staging, manifest: RunManifest) -> None:
     staging.write_run(manifest)
 
 
+@task(name="read-run", **IO_RETRIES)
+def read_run(staging: Staging, run_id: str) -> RunManifest | None:
+    return staging.read_run(run_id)
+
+
 @task(name="ingest", task_run_name="ingest {run_id}", **IO_RETRIES)
 def ingest(db: str, staging: Staging, run_id: str, shard_ids: list[str] | None,
            dedupe: bool = False) -> ingest_mod.IngestReport:
