@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -142,7 +143,9 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
         decision = decided.get(kind)
         if decision is None:
             head = _take_requests(segment, params.pilot_min_requests, params.samples)
+            started = time.perf_counter()
             decision, kept, pilot_totals = _pilot(kind, head, params, stream["strict"])
+            pilot_totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
             totals.add(pilot_totals)
             pilot_start_s = pilot_totals.engine_start_s
             decided[kind] = decision
