@@ -80,24 +80,20 @@ def _cached_engine(engine_config: EngineConfig, spec: SpecConfig, exact: bool = 
 def close_other_engines(params: GenerationParams) -> None:
     """Shut down every cached engine but the one that serves `params` exactly (method auto, once
     its pilot has chosen: the other engine's memory is free again)."""
-    keep = engine_configs(params)
-    for key in [key for key in _ENGINES if key != keep]:
-        try:
-            _ENGINES[key].close()
-        finally:
-            _ENGINES.pop(key, None)
+    close_engines(keep=engine_configs(params))
 
 
 def engines() -> list[Any]:
     return list(_ENGINES.values())
 
 
-def close_engines() -> None:
-    """Shut every engine of this process down (their processes are gone on return)."""
-    while _ENGINES:
-        key = next(iter(_ENGINES))
+def close_engines(keep: tuple[EngineConfig, SpecConfig] | None = None) -> None:
+    """Shut every engine of this process down but `keep`'s (their processes are gone on return)."""
+    for key in [key for key in _ENGINES if key != keep]:
+        engine = _ENGINES.get(key)  # None: killed meanwhile (kill_engines, from a signal)
         try:
-            _ENGINES[key].close()
+            if engine is not None:
+                engine.close()
         finally:  # dropped only now: a second signal during close() still finds it to kill
             _ENGINES.pop(key, None)
     gc.collect()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -83,9 +84,9 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
 
 def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
                      config: dict[str, Any], on_done: ShardDone[C], *, sequential: bool, strict: bool,
-                     on_progress: Callable[[Any], None] | None, kept: Mapping[str, pilot.Kept] | None = None,
+                     on_progress: Callable[[Any], None] | None, piloted: Mapping[str, ShardRequests[C]] | None = None,
                      decision: pilot.PilotDecision | None = None) -> StreamTotals:
-    """One method's stream (`kept`: requests the pilot already generated, by shard key)."""
+    """One method's stream (`piloted`: shards the pilot tokenized, its results in them, by key)."""
     engine_configs(params)
     resolved: list[dict[str, Any]] = [{}]  # of the stream's latest engine
 
@@ -101,10 +102,7 @@ def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, c
         history = _length_history(params)
         for shard in shards:
             try:
-                tokenized = _tokenized(shard, params, engines, strict)
-                if kept and shard.key in kept:
-                    tokenized.done = kept[shard.key].results
-                    tokenized.done_source_counts = kept[shard.key].source_counts
+                tokenized = (piloted or {}).get(shard.key) or _tokenized(shard, params, engines, strict)
                 if history is not None and tokenized.requests:
                     tokenized.expected_tokens = history.expected_tokens(tokenized.requests)
                 yield tokenized
@@ -138,13 +136,13 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
     decided = dict(decided)
     for kind, segment in itertools.groupby(shards, key=lambda shard: shard.kind):
         head: list[ShardRows[C]] = []
-        kept: dict[str, pilot.Kept] = {}
+        piloted: dict[str, ShardRequests[C]] = {}
         pilot_start_s = 0.0
         decision = decided.get(kind)
         if decision is None:
             head = _take_requests(segment, params.pilot_min_requests, params.samples)
             started = time.perf_counter()
-            decision, kept, pilot_totals = _pilot(kind, head, params, stream["strict"])
+            decision, piloted, pilot_totals = _pilot(kind, head, params, stream["strict"])
             pilot_totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
             totals.add(pilot_totals)
             pilot_start_s = pilot_totals.engine_start_s
@@ -160,7 +158,7 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
             on_done(context, out, error)
 
         done = _generate_stream(itertools.chain(head, segment), chosen, config_hash, config, on_segment_done,
-                                kept=kept, decision=decision, **stream)
+                                piloted=piloted, decision=decision, **stream)
         totals.add(done)
     return totals
 
@@ -168,26 +166,32 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
 def _take_requests(shards: Iterator[ShardRows[C]], num_requests: int, samples: int) -> list[ShardRows[C]]:
     """The first shards, until they hold `num_requests` requests (rows x samples) or run out."""
     taken: list[ShardRows[C]] = []
-    held = 0
-    while held < num_requests:
+    while _num_requests(taken, samples) < num_requests:
         shard = next(shards, None)
         if shard is None:
             break
         taken.append(shard)
-        held += sum(row.samples or samples for row in shard.rows)
     return taken
 
 
+def _num_requests(shards: Sequence[ShardRows[C]], samples: int) -> int:
+    """Requests the shards' rows ask for (rows x samples, a row's own samples first)."""
+    return sum(row.samples or samples for shard in shards for row in shard.rows)
+
+
 def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
-           strict: bool) -> tuple[pilot.PilotDecision, dict[str, pilot.Kept], StreamTotals]:
+           strict: bool) -> tuple[pilot.PilotDecision, dict[str, ShardRequests[C]], StreamTotals]:
     """The kind's pilot over its first shards: a sample on none, then on specdec; skipped when
     the kind has fewer requests than pilot_min_requests. Both engines stay up until the choice
-    where they fit together (vLLM's CPU build), so the winner is never started twice."""
-    num_requests = sum(row.samples or params.samples for shard in head for row in shard.rows)
+    where they fit together (vLLM's CPU build), so the winner is never started twice. Returns the
+    shards it tokenized by key, the chosen pass's results in them (the stream takes them as they are)."""
+    num_requests = _num_requests(head, params.samples)
     if num_requests < params.pilot_min_requests:
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), {}, StreamTotals()
     engines = {method: params.model_copy(update={"method": method}) for method in ("none", "specdec")}
-    holder = EngineHolder(lambda: get_engine(engines["none"], exact=True))
+    # keep_others: a specdec engine an earlier kind kept stays up for this pilot's second pass
+    start = {method: functools.partial(get_engine, spec, exact=True, keep_others=True) for method, spec in engines.items()}
+    holder = EngineHolder(start["none"])
     loaded = []
     for shard in head:
         try:
@@ -195,19 +199,21 @@ def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
         except Exception:  # this shard fails in the segment's stream, named there
             continue
     totals = StreamTotals(engine_start_s=holder.start_s)
+    piloted = {shard.key: shard for shard in loaded}
     num_requests = sum(len(shard.requests) for shard in loaded)
     if num_requests < params.pilot_min_requests:  # rows that could not run cut it short
-        return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), {}, totals
+        return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
     sample = pilot.sample(loaded, params.pilot_requests)
     passes, kept = {}, {}
-    for method, spec in engines.items():
-        passes[method], kept[method] = pilot.run_pass(
-            method, lambda: get_engine(spec, exact=True, keep_others=True), sample, params.sampling(),
-            params.stall_timeout_s)
+    for method in engines:
+        passes[method], kept[method] = pilot.run_pass(method, start[method], sample, params.sampling(),
+                                                      params.stall_timeout_s)
         totals.busy_s += passes[method].engine_s
     totals.engine_start_s += passes["specdec"].start_s + passes["none"].start_s
     decision = pilot.decide(kind, passes["none"], passes["specdec"], params.pilot_margin)
-    return decision, kept[decision.method], totals
+    for key, chosen in kept[decision.method].items():
+        piloted[key].done, piloted[key].done_source_counts = chosen.results, chosen.source_counts
+    return decision, piloted, totals
 
 
 def _length_history(params: GenerationParams) -> LengthHistory | None:

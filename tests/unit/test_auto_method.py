@@ -90,9 +90,10 @@ class MultiToken(TokenByToken):
 def fake_engines(monkeypatch, speeds: dict[str, int]) -> dict[str, list[MultiToken]]:
     """get_engine by method, as the engine cache: one double per method, started once (0.5 s);
     `speeds` in tokens per step."""
-    started: dict[str, list[MultiToken]] = {"none": [], "specdec": []}
+    started: dict[str, list] = {"none": [], "specdec": [], "asked": []}  # asked: (method, options) per call
 
-    def get_engine(params, **_):
+    def get_engine(params, **options):
+        started["asked"].append((params.method, options))
         if started[params.method]:
             return started[params.method][0], 0.0
         started[params.method].append(MultiToken(params.method, speeds[params.method], 0.002))
@@ -108,18 +109,14 @@ def rows(prefix: str, n: int) -> list[PromptRow]:
             for i in range(n)]
 
 
-def run_auto(shards, **params):
+def run_auto(shards, decided: dict[str, PilotDecision] | None = None):
     params = GenerationParams(method="auto", prompt_format="raw", max_tokens=12, pilot_requests=8,
-                              pilot_min_requests=24, **params)
+                              pilot_min_requests=24)
     done, decisions = {}, []
     totals = generate_shards(shards, params, params.config_hash(), {},
                              lambda key, out, error: done.setdefault(key, (out, error)),
-                             decided=params_decided.pop() if params_decided else None,
-                             on_decision=decisions.append)
+                             decided=decided, on_decision=decisions.append)
     return done, decisions, totals
-
-
-params_decided: list[dict[str, PilotDecision]] = []
 
 
 def shard(key: str, kind: str, n: int) -> ShardRows[str]:
@@ -128,8 +125,12 @@ def shard(key: str, kind: str, n: int) -> ShardRows[str]:
 
 def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pilots_results(monkeypatch):
     started = fake_engines(monkeypatch, {"none": 1, "specdec": 4})
+    tokenized = []
+    tokenize = generate_mod._tokenized
+    monkeypatch.setattr(generate_mod, "_tokenized", lambda shard, *a: tokenized.append(shard.key) or tokenize(shard, *a))
     shards = [shard("code-0", "code", 16), shard("code-1", "code", 16), shard("tiny-0", "tiny", 5)]
     done, decisions, totals = run_auto(shards)
+    assert sorted(tokenized) == ["code-0", "code-1", "tiny-0"]  # the pilot's shards are not tokenized again
     assert [(d.kind, d.method) for d in decisions] == [("code", "specdec"), ("tiny", "specdec")]
     assert decisions[0].speedup > 2 and decisions[0].none.num_requests == decisions[0].specdec.num_requests == 8
     assert "5 requests, under the pilot's minimum of 24" in decisions[1].reason
@@ -148,6 +149,11 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     assert totals.busy_s > pilot_s > 0  # the user pays for both passes: the run's engine time has them
     assert totals.wall_s > pilot_s and totals.engine_start_s == 1.0  # the pilot's wall time is the run's
     assert sum(out.engine_start_s for out, _ in done.values()) == 1.0  # both pilot starts, once
+    # The pilot asks for true engines and keeps the other one up (the tokenizer's engine included):
+    # a specdec engine an earlier kind kept is never closed only to be started again.
+    pilot_asks = [(method, options) for method, options in started["asked"] if options]
+    assert {method for method, _ in pilot_asks} == {"none", "specdec"}
+    assert all(options == {"exact": True, "keep_others": True} for _, options in pilot_asks)
 
 
 def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch):
@@ -163,8 +169,7 @@ def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch):
 def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):
     started = fake_engines(monkeypatch, {"none": 1, "specdec": 4})
     earlier = PilotDecision("code", "none", "code: chosen earlier", 0.9, 0.03)
-    params_decided.append({"code": earlier})
-    done, decisions, _ = run_auto([shard("code-0", "code", 30)])
+    done, decisions, _ = run_auto([shard("code-0", "code", 30)], decided={"code": earlier})
     assert decisions == []  # nothing new decided
     assert started["specdec"] == [] and len(started["none"][0].added) == 30
     assert done["code-0"][0].decision == earlier

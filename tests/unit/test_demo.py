@@ -7,8 +7,8 @@ import pytest
 
 from flows.demo_shards import CODE_EDITS, DEMO_KINDS, code_edit_rows, demo_shards
 from specdec.datasets import humaneval_items
+from support.db import named_rows
 from support.synthetic_staging import stage_run
-from tasks.db import connect_read_only, load_sql
 from tasks.ingest import ingest
 from tasks.staging import Staging
 
@@ -45,12 +45,7 @@ def test_final_table_gives_each_kind_its_speedup_against_its_own_none_run(tmp_pa
     for run_id, (method, kind, rate) in runs.items():
         stage_run(staging, run_id, {f"{kind}.parquet": 8}, method=method, fingerprint=kind, engine_s_per_token=rate)
         ingest(db, staging, run_id)
-    con = connect_read_only(db)
-    try:
-        cur = con.execute(load_sql("demo_speedup_by_kind"), ["demo"])
-        table = [dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall()]
-    finally:
-        con.close()
+    table = named_rows(db, "demo_speedup_by_kind", ["demo"])
     assert [(r["shard_kind"], r["prompts"]) for r in table] == [("code-edit", 8), ("chat", 8)]
     assert [r["speedup"] for r in table] == [pytest.approx(4.0), pytest.approx(1.0)]
     assert all(r["run_tokens_per_s"] is not None and r["none_run_tokens_per_s"] for r in table)

@@ -15,9 +15,9 @@ import pytest
 from specdec.results_table import RESULT_SCHEMA, results_to_table, with_current_names
 from specdec.stats import RunStats, ShardStats, request_stats
 from specdec.types import GenerationResult
-from support.db import query
+from support.db import apply_schema_up_to, query
 from support.synthetic_staging import manifest_for, stage_run, synthetic_results
-from tasks.db import SQL_DIR, _apply, _checksum, connect_for_write, migrate
+from tasks.db import connect_for_write, migrate
 from tasks.ingest import ingest
 from tasks.report import report
 from tasks.staging import Staging
@@ -147,15 +147,9 @@ def test_samples_speedup_compares_on_engine_seconds_too(tmp_path):
 def test_an_older_database_gains_the_columns_with_its_rows_unattributed(tmp_path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
-    con.execute((SQL_DIR / "bookkeeping/schema_migrations.sql").read_text())
-    for folder, kind in (("migrations", "migration"), ("views", "view")):
-        for file in sorted((SQL_DIR / folder).glob("*.sql")):
-            if kind == "migration" and file.stem >= "0023":  # a database from before engine time
-                break
-            if kind == "view" and file.stem in ("v_method_comparison", "v_run_summary", "v_samples_speedup",
-                                                "v_shard_acceptance", "v_pilot_decisions"):
-                continue  # today's versions need the new columns; the old ones are replaced
-            _apply(con, file.stem, kind, file.read_text(), _checksum(file.read_text()))
+    # a database from before engine time; today's views that need the new columns left out
+    apply_schema_up_to(con, "0022_source_stats", views_left_out=(
+        "v_method_comparison", "v_run_summary", "v_samples_speedup", "v_shard_acceptance", "v_pilot_decisions"))
     con.execute("INSERT INTO runs (run_id, source, method, config_hash, config, status, wall_s, engine_start_s) "
                 "VALUES ('old', 's', 'specdec', 'h', '{}', 'completed', 20.0, 2.0)")
     con.execute("INSERT INTO shards (run_id, shard_id, source_path, fingerprint, config_hash, status, num_prompts, "

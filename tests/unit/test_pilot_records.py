@@ -12,9 +12,9 @@ import duckdb
 import pytest
 
 from specdec.pilot import PilotDecision, PilotPass, decide, skipped
-from support.db import query
+from support.db import apply_schema_up_to, named_rows, query
 from support.synthetic_staging import manifest_for, stage_run, synthetic_results
-from tasks.db import SQL_DIR, _apply, _checksum, connect_for_write, connect_read_only, load_sql, migrate
+from tasks.db import connect_for_write, migrate
 from tasks.ingest import ingest
 from tasks.prefect_artifacts import summary_markdown
 from tasks.report import report
@@ -122,12 +122,7 @@ def test_report_and_demo_query_show_each_kind_of_an_auto_run(tmp_path):
     section = report(db, "demo-auto").split("== Method auto")[1].split("\n== ")[0]
     lines = section.splitlines()[3:]  # title, header, rule
     assert [line.split()[:3] for line in lines] == [["demo-auto", "chat", "none"], ["demo-auto", "code", "specdec"]]
-    con = connect_read_only(db)
-    try:
-        cur = con.execute(load_sql("demo_pilot_by_kind"), ["demo"])
-        table = [dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall()]
-    finally:
-        con.close()
+    table = named_rows(db, "demo_pilot_by_kind", ["demo"])
     assert [(r["shard_kind"], r["ran"], r["pilot_requests"], r["prompts"]) for r in table] == [
         ("chat", "none", 16, 19), ("code", "specdec", None, 5)]
     assert [r["pilot_speedup"] for r in table] == [pytest.approx(0.8), None]
@@ -155,12 +150,7 @@ def test_older_manifests_ingest_without_kinds_or_decisions(tmp_path):
 def test_a_database_from_before_the_pilot_gains_its_table_and_columns(tmp_path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
-    con.execute((SQL_DIR / "bookkeeping/schema_migrations.sql").read_text())
-    for folder, kind in (("migrations", "migration"), ("views", "view")):
-        for file in sorted((SQL_DIR / folder).glob("*.sql")):
-            if (kind == "migration" and file.stem >= "0027") or file.stem == "v_pilot_decisions":
-                continue  # a database migrated up to 0026
-            _apply(con, file.stem, kind, file.read_text(), _checksum(file.read_text()))
+    apply_schema_up_to(con, "0026_shards_engine", views_left_out=("v_pilot_decisions",))
     con.execute("INSERT INTO runs (run_id, source, method, config_hash, config, status) "
                 "VALUES ('old', 's', 'specdec', 'h', '{}', 'completed')")
     con.execute("INSERT INTO shards (run_id, shard_id, source_path, fingerprint, config_hash, status, num_prompts, "
