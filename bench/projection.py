@@ -124,27 +124,29 @@ def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
 
 @dataclasses.dataclass(frozen=True)
 class AutoPilot:
-    """Method auto on `run_requests` requests: a pilot runs `requests` of them on none, then on specdec, the rest on
-    the one specdec.pilot picks, the losing pass its cost (the pilot measures the run's rates; starts not priced)."""
+    """Method auto on `run_requests` requests: a pilot runs `requests` of them, half on none and
+    half on specdec (every result kept), the rest on the one specdec.pilot picks (the pilot
+    measures the run's rates; engine starts not priced)."""
 
-    requests: int  # the pilot's sample, run on both engines
+    requests: int  # the pilot's sample, split between the engines
     margin: float  # the share by which specdec must beat none
     min_requests: int  # smaller kinds run specdec without a pilot
     run_requests: int  # the kind's requests
 
     def figure(self, none_rate: float, specdec_rate: float, tokens_per_request: float) -> tuple[str, float]:
-        """(engine the kind runs on, tokens/s over the run, losing pilot pass included) from none's and specdec's."""
+        """(engine the kind runs on, tokens/s over the run, the pilot's share on the other engine included)."""
         rates = {"none": none_rate, "specdec": specdec_rate}
         if self.run_requests < self.min_requests:
             method = skipped("", self.run_requests, self.min_requests, self.margin).method
             return method, rates[method]
         n = min(self.requests, self.run_requests)
-        passes = {m: PilotPass(m, n, round(n * tokens_per_request), n * tokens_per_request / rate)
-                  for m, rate in rates.items()}
+        shares = {"none": (n + 1) // 2, "specdec": n // 2}
+        passes = {m: PilotPass(m, shares[m], round(shares[m] * tokens_per_request),
+                               shares[m] * tokens_per_request / rate) for m, rate in rates.items()}
         method = decide("", passes["none"], passes["specdec"], self.margin).method
-        loser = passes["none" if method == "specdec" else "specdec"]
         tokens = self.run_requests * tokens_per_request
-        return method, tokens / (tokens / rates[method] + loser.engine_s)
+        rest_s = (self.run_requests - n) * tokens_per_request / rates[method]
+        return method, tokens / (rest_s + sum(p.engine_s for p in passes.values()))
 
 
 def render_projection_table(records: Sequence[ProjectionRecord], pilots: Sequence[AutoPilot] = ()) -> str:
@@ -170,8 +172,8 @@ def render_projection_table(records: Sequence[ProjectionRecord], pilots: Sequenc
                              None, None, None, below(x)))
         r = group[0]
         host = f"; synchronous methods pay a host term of {r.host_s * 1e3:.3f} ms per step that none (async) overlaps"
-        auto = (f"; auto[N] X: method auto on N requests, its pilot running {pilots[0].requests} of them on none and "
-                f"on specdec (margin {pilots[0].margin:.0%}), the rest on X") if pilots else ""
+        auto = (f"; auto[N] X: method auto on N requests, its pilot running {pilots[0].requests} of them, half on none "
+                f"and half on specdec (margin {pilots[0].margin:.0%}), the rest on X") if pilots else ""
         prompts = f"{r.num_requests} prompts" if r.temperature == 0 else (
             f"{r.num_requests} requests ({r.num_requests // r.samples} prompts x {r.samples} samples at T={r.temperature:g})")
         blocks.append("\n".join([f"projected on {r.cost_model}: {r.dataset}, {prompts}{f', epoch {r.epoch}' * (r.epoch > 1)} "

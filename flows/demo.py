@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="most new tokens per code-editing answer (they restate the code)")
     parser.add_argument("--chat-max-tokens", type=int, default=96, help="most new tokens per chat answer")
     parser.add_argument("--batch-size", type=int, default=16, help="requests running at once (one engine for all runs)")
-    parser.add_argument("--pilot-requests", type=int, default=8,
-                        help="auto: requests of each kind generated on both engines (the demo's kinds are small)")
+    parser.add_argument("--pilot-requests", type=int, default=16,
+                        help="auto: requests of each kind in the pilot, half on each engine (the demo's kinds are small)")
     parser.add_argument("--verbose", action="store_true", help="show the engine's and Prefect's logs here")
 
 
@@ -136,7 +136,7 @@ def _pilot_lines(out: Path, run_name: str) -> list[str]:
     _, rows = _query(out, "demo_pilot_by_kind", [run_name])
     lines = []
     for kind, requests, none_tps, specdec_tps, speedup, ran, prompts, tps in rows:
-        measured = (f"specdec {speedup:.2f}x none in the pilot ({requests} requests on each engine: "
+        measured = (f"specdec {speedup:.2f}x none in the pilot ({requests} requests, half on each engine: "
                     f"{none_tps:.1f} vs {specdec_tps:.1f} tokens per engine-second)") if speedup is not None \
             else "no pilot (too few requests)"
         lines.append(f"{kind}: {measured}, ran {'without speculation' if ran == 'none' else 'specdec'}; "

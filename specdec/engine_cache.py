@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from specdec.models import check_draft_vocab, fit_model_len, resolve_model
 from specdec.params import GenerationParams
 
 _ENGINES: dict[tuple[EngineConfig, SpecConfig], Any] = {}
+_CLOSING: list[tuple[Any, threading.Thread]] = []  # engines shutting down in the background
 ENGINE_STARTS = 0  # engines started by this process (tests check reuse)
 
 
@@ -44,13 +46,11 @@ def get_engine(params: GenerationParams, *, exact: bool = False, keep_others: bo
     a new engine starts beside the cached ones where they fit together (vLLM's CPU build: they
     share host memory; on a GPU each would claim its gpu_memory_utilization)."""
     global ENGINE_STARTS
-    from specdec.engines.vllm_args import is_cpu_build
-
     key = engine_configs(params)
     cached = _cached_engine(*key, exact=exact)
     if cached is not None:
         return cached, 0.0
-    if not (keep_others and is_cpu_build()):
+    if not (keep_others and engines_fit_together()):
         close_engines()
     from specdec.engines.vllm_engine import VllmEngine
 
@@ -77,10 +77,25 @@ def _cached_engine(engine_config: EngineConfig, spec: SpecConfig, exact: bool = 
     return None
 
 
+def engines_fit_together() -> bool:
+    """Whether a second engine can start beside a running one: on vLLM's CPU build they share
+    host memory; on a GPU each would claim its gpu_memory_utilization."""
+    from specdec.engines.vllm_args import is_cpu_build
+
+    return is_cpu_build()
+
+
 def close_other_engines(params: GenerationParams) -> None:
     """Shut down every cached engine but the one that serves `params` exactly (method auto, once
-    its pilot has chosen: the other engine's memory is free again)."""
-    close_engines(keep=engine_configs(params))
+    its pilot has chosen: the other engine's memory is free again), in the background: vLLM
+    takes seconds to stop an engine, and the run goes on meanwhile. close_engines waits for it."""
+    keep = engine_configs(params)
+    for key in [key for key in _ENGINES if key != keep]:
+        engine = _ENGINES.pop(key)
+        # not a daemon: the interpreter waits for it at exit, leaving no engine process behind
+        closing = threading.Thread(target=engine.close, name="specdec-close-engine")
+        _CLOSING.append((engine, closing))
+        closing.start()
 
 
 def engines() -> list[Any]:
@@ -88,7 +103,10 @@ def engines() -> list[Any]:
 
 
 def close_engines(keep: tuple[EngineConfig, SpecConfig] | None = None) -> None:
-    """Shut every engine of this process down but `keep`'s (their processes are gone on return)."""
+    """Shut every engine of this process down but `keep`'s (their processes are gone on return,
+    those shutting down in the background included)."""
+    while _CLOSING:
+        _CLOSING.pop()[1].join()
     for key in [key for key in _ENGINES if key != keep]:
         engine = _ENGINES.get(key)  # None: killed meanwhile (kill_engines, from a signal)
         try:
@@ -102,7 +120,7 @@ def close_engines(keep: tuple[EngineConfig, SpecConfig] | None = None) -> None:
 def kill_engines() -> None:
     """SIGKILL every engine process of this process now (safe inside a signal handler:
     no waiting on vLLM)."""
-    for engine in list(_ENGINES.values()):
+    for engine in [*_ENGINES.values(), *(engine for engine, _ in _CLOSING)]:
         engine.kill()
     _ENGINES.clear()
 

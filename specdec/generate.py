@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 
 from specdec import pilot
-from specdec.engine_cache import close_other_engines, engine_configs, get_engine
+from specdec.engine_cache import close_other_engines, engine_configs, engines_fit_together, get_engine
 from specdec.length_history import LengthHistory
 from specdec.models import resolve_model, tokenizer_digest
 from specdec.params import GenerationParams
@@ -181,39 +181,45 @@ def _num_requests(shards: Sequence[ShardRows[C]], samples: int) -> int:
 
 def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
            strict: bool) -> tuple[pilot.PilotDecision, dict[str, ShardRequests[C]], StreamTotals]:
-    """The kind's pilot over its first shards: a sample on none, then on specdec; skipped when
-    the kind has fewer requests than pilot_min_requests. Both engines stay up until the choice
-    where they fit together (vLLM's CPU build), so the winner is never started twice. Returns the
-    shards it tokenized by key, the chosen pass's results in them (the stream takes them as they are)."""
+    """The kind's pilot over its first shards: a sample split between none and specdec;
+    skipped when the kind has fewer requests than pilot_min_requests. Where both engines fit
+    together (vLLM's CPU build) they stay up and take turns, so the winner never starts twice.
+    Returns the shards it tokenized by key, every pilot result in them (the stream keeps them)."""
     num_requests = _num_requests(head, params.samples)
     if num_requests < params.pilot_min_requests:
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), {}, StreamTotals()
-    engines = {method: params.model_copy(update={"method": method}) for method in ("none", "specdec")}
-    # keep_others: a specdec engine an earlier kind kept stays up for this pilot's second pass
-    start = {method: functools.partial(get_engine, spec, exact=True, keep_others=True) for method, spec in engines.items()}
-    holder = EngineHolder(start["none"])
+    together = engines_fit_together()
+    # keep_others: a specdec engine an earlier kind kept stays up for this pilot's turns
+    holders = {method: EngineHolder(functools.partial(get_engine, params.model_copy(update={"method": method}),
+                                                      exact=True, keep_others=True)) for method in pilot.METHODS}
     loaded = []
     for shard in head:
         try:
-            loaded.append(_tokenized(shard, params, holder, strict))
+            loaded.append(_tokenized(shard, params, holders["none"], strict))
         except Exception:  # this shard fails in the segment's stream, named there
             continue
-    totals = StreamTotals(engine_start_s=holder.start_s)
+    totals = StreamTotals(engine_start_s=holders["none"].start_s)
     piloted = {shard.key: shard for shard in loaded}
     num_requests = sum(len(shard.requests) for shard in loaded)
     if num_requests < params.pilot_min_requests:  # rows that could not run cut it short
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
-    sample = pilot.sample(loaded, params.pilot_requests)
-    passes, kept = {}, {}
-    for method in engines:
-        passes[method], kept[method] = pilot.run_pass(method, start[method], sample, params.sampling(),
-                                                      params.stall_timeout_s)
-        totals.busy_s += passes[method].engine_s
-    totals.engine_start_s += passes["specdec"].start_s + passes["none"].start_s
-    decision = pilot.decide(kind, passes["none"], passes["specdec"], params.pilot_margin)
-    for key, chosen in kept[decision.method].items():
-        piloted[key].done, piloted[key].done_source_counts = chosen.results, chosen.source_counts
-    return decision, piloted, totals
+    passes = {method: pilot.PilotPass(method, 0, 0, 0.0) for method in pilot.METHODS}
+    warmed: set[str] = set()
+    rounds = pilot.ROUNDS_TOGETHER if together else 1
+    for method, chunk in pilot.schedule(pilot.sample(loaded, params.pilot_requests), rounds):
+        measured, kept = pilot.run_chunk(method, holders[method], chunk, params.sampling(), params.stall_timeout_s,
+                                         warm_up=method not in warmed)
+        warmed.add(method)
+        passes[method] = passes[method].plus(measured)
+        for key, chunk_kept in kept.items():
+            piloted[key].done.update(chunk_kept.results)
+            counts = piloted[key].done_source_counts
+            for source, (drafted, accepted) in chunk_kept.source_counts.items():
+                was = counts.get(source, (0, 0))
+                counts[source] = (was[0] + drafted, was[1] + accepted)
+    totals.busy_s += sum(p.engine_s for p in passes.values())
+    totals.engine_start_s += sum(p.start_s for p in passes.values())
+    return pilot.decide(kind, passes["none"], passes["specdec"], params.pilot_margin), piloted, totals
 
 
 def _length_history(params: GenerationParams) -> LengthHistory | None:

@@ -136,9 +136,10 @@ class GenerationParams(BaseModel):
     read_ahead_requests: int = Field(4096, ge=1, description=(
         "requests read, validated and tokenized ahead of the engine (a bound on the worker's "
         "memory; a larger shard is still read, alone)"))
-    pilot_requests: int = Field(32, ge=1, description=(
-        "auto: requests of each kind of shard (its folder in the source) generated on both engines, "
-        "drawn evenly over the kind's first shards; the chosen engine's results are kept"))
+    pilot_requests: int = Field(64, ge=2, description=(
+        "auto: requests of each kind of shard (its folder in the source) in the pilot, drawn evenly "
+        "over the kind's first shards, neighbours on alternate engines (half on none, half on "
+        "specdec); every result is kept, none runs twice"))
     pilot_min_requests: int = Field(256, ge=1, description=(
         "auto: a kind of shard with fewer requests runs specdec without a pilot (too small to pay "
         "for one); also how many of a kind's first requests the pilot's sample is drawn from"))

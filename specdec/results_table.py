@@ -55,7 +55,7 @@ def results_to_table(results: Sequence[GenerationResult], method: str, config_ha
     if num_samples is None:
         num_samples = collections.Counter(res.id for res in results)
     rows = [{"id": res.id, "sample": res.sample, "num_samples": num_samples[res.id], "completion": res.completion,
-             "output_token_ids": res.output_token_ids, "finish_reason": res.finish_reason, "method": method,
+             "output_token_ids": res.output_token_ids, "finish_reason": res.finish_reason, "method": res.method or method,
              "config_hash": config_hash, "engine_s": res.engine_s, **res.stats.to_columns()} for res in results]
     table = pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
     meta = {b"specdec.config": json.dumps(config, sort_keys=True).encode(), b"specdec.config_hash": config_hash.encode(),

@@ -41,3 +41,4 @@ class GenerationResult:
     sample: int = 0  # the request's sample index: results are keyed by (id, sample)
     # Engine seconds attributed to this request (specdec.engines.engine_stream); 0.0: not attributed
     engine_s: float = 0.0
+    method: str = ""  # the engine that generated it, where not the shard's (method auto's pilot)

@@ -1,10 +1,12 @@
 """Method auto (specdec.pilot and the auto path of specdec.generate): the decision on synthetic
-measurements, the sample drawn across shards, and whole runs on engine doubles where one
-method is clearly faster: each kind gets its pilot, the pilot's chosen results are kept (not
-generated again), every row comes back exactly once, and a resume's decisions skip the pilot."""
+measurements, the sample drawn across shards and split between the engines, and whole runs on
+engine doubles where one method is clearly faster: each kind gets its pilot, every request
+runs exactly once (the pilot's results are kept, on whichever engine they ran), every row
+comes back exactly once, and a resume's decisions skip the pilot."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -13,7 +15,7 @@ import pytest
 import specdec.generate as generate_mod
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
-from specdec.pilot import PilotDecision, PilotPass, decide, sample
+from specdec.pilot import PilotDecision, PilotPass, decide, sample, schedule
 from specdec.prompts import PromptRow
 from specdec.streaming import ShardRequests
 from specdec.types import GenerationRequest
@@ -36,7 +38,8 @@ def test_specdec_is_chosen_only_beyond_the_margin(specdec_tokens, chosen):
     decision = decide("chat", measured("none", 1000, 10.0), measured("specdec", specdec_tokens, 10.0), 0.03)
     assert decision.method == chosen
     assert decision.speedup == pytest.approx(specdec_tokens / 1000)
-    assert decision.reason == f"chat: specdec {specdec_tokens / 1000:.2f}x none in the pilot (32 requests, margin 3%): ran {chosen}"
+    assert decision.reason == (f"chat: specdec {specdec_tokens / 1000:.2f}x none in the pilot (32 requests on none, "
+                               f"32 on specdec, margin 3%): ran {chosen}")
 
 
 def test_a_pass_that_measured_nothing_cannot_win():
@@ -54,14 +57,22 @@ def test_decisions_survive_their_json():
     assert decision.none is not None and decision.none.tokens_per_s == 50.0
 
 
-def test_the_sample_spreads_over_every_shard_and_remembers_each_request_index():
+def test_the_sample_spreads_over_every_shard_and_neighbours_alternate_between_the_engines():
     shards = [ShardRequests(key, key, [GenerationRequest(f"{key}{i}", (i,), 4) for i in range(n)], None)
               for key, n in (("a", 10), ("b", 30), ("c", 24))]
-    picked = sample(shards, 16)  # one in four of the 64 requests
-    assert [s.key for s in picked] == ["a", "b", "c"]
-    assert [s.context for s in picked] == [[0, 4, 8], [2, 6, 10, 14, 18, 22, 26], [0, 4, 8, 12, 16, 20]]
-    assert all(r.id == f"{s.key}{i}" for s in picked for r, i in zip(s.requests, s.context))
-    assert sum(len(s.requests) for s in sample(shards[:1], 99)) == 10  # never more than there are
+    picks = sample(shards, 16)  # one in four of the 64 requests
+    assert [(s.key, i) for s, i in picks] == [("a", 0), ("a", 4), ("a", 8), *(("b", i) for i in range(2, 30, 4)),
+                                              *(("c", i) for i in range(0, 24, 4))]
+    assert len(sample(shards[:1], 99)) == 10  # never more than there are
+    chunks = [(method, [(s.key, s.context) for s in chunk]) for method, chunk in schedule(picks, rounds=2)]
+    # none takes the 1st, 3rd, ... pick, specdec the 2nd, 4th, ...; two rounds, the engines' order swapped
+    assert chunks == [("none", [("a", [0, 8]), ("b", [6, 14])]), ("specdec", [("a", [4]), ("b", [2, 10, 18])]),
+                      ("specdec", [("b", [26]), ("c", [4, 12, 20])]), ("none", [("b", [22]), ("c", [0, 8, 16])])]
+    ran = [(sub.key, i, r.id) for _, chunk in schedule(picks, rounds=2) for sub in chunk
+           for i, r in zip(sub.context, sub.requests)]
+    assert sorted((key, i) for key, i, _ in ran) == sorted((s.key, i) for s, i in picks)  # each pick once
+    assert all(request_id == f"{key}{i}" for key, i, request_id in ran)
+    assert [method for method, _ in schedule(picks, rounds=1)] == ["none", "specdec"]  # engines that cannot take turns
 
 
 class MultiToken(TokenByToken):
@@ -75,6 +86,11 @@ class MultiToken(TokenByToken):
         self.method = method
         self.tokens_per_step = tokens_per_step
         self.one_step_s = step_s
+        self.ran: list[tuple[str, int]] = []  # (row id, max tokens) of each request added
+
+    def add_request(self, request_id, request, sampling, seed_index):
+        self.ran.append((request.id, request.max_tokens))
+        super().add_request(request_id, request, sampling, seed_index)
 
     def step(self):
         time.sleep(self.one_step_s)
@@ -87,9 +103,9 @@ class MultiToken(TokenByToken):
         return list(updates.values())
 
 
-def fake_engines(monkeypatch, speeds: dict[str, int]) -> dict[str, list[MultiToken]]:
+def fake_engines(monkeypatch, speeds: dict[str, int], together: bool = True) -> dict[str, list[MultiToken]]:
     """get_engine by method, as the engine cache: one double per method, started once (0.5 s);
-    `speeds` in tokens per step."""
+    `speeds` in tokens per step; `together`: both fit at once (vLLM's CPU build)."""
     started: dict[str, list] = {"none": [], "specdec": [], "asked": []}  # asked: (method, options) per call
 
     def get_engine(params, **options):
@@ -101,7 +117,14 @@ def fake_engines(monkeypatch, speeds: dict[str, int]) -> dict[str, list[MultiTok
 
     monkeypatch.setattr(generate_mod, "get_engine", get_engine)
     monkeypatch.setattr(generate_mod, "close_other_engines", lambda params: None)
+    monkeypatch.setattr(generate_mod, "engines_fit_together", lambda: together)
     return started
+
+
+def generated(started, max_tokens: int = 12) -> collections.Counter:
+    """How often each row id was generated across the engines (warm-ups, a few tokens, left out)."""
+    return collections.Counter(row_id for method in ("none", "specdec") for engine in started[method]
+                               for row_id, tokens in engine.ran if tokens == max_tokens)
 
 
 def rows(prefix: str, n: int) -> list[PromptRow]:
@@ -132,21 +155,24 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     done, decisions, totals = run_auto(shards)
     assert sorted(tokenized) == ["code-0", "code-1", "tiny-0"]  # the pilot's shards are not tokenized again
     assert [(d.kind, d.method) for d in decisions] == [("code", "specdec"), ("tiny", "specdec")]
-    assert decisions[0].speedup > 2 and decisions[0].none.num_requests == decisions[0].specdec.num_requests == 8
+    assert decisions[0].speedup > 2 and decisions[0].none.num_requests == decisions[0].specdec.num_requests == 4
     assert "5 requests, under the pilot's minimum of 24" in decisions[1].reason
+    methods = collections.Counter()
     for key, n in (("code-0", 16), ("code-1", 16), ("tiny-0", 5)):
         out, error = done[key]
         assert error is None and out.method == "specdec"
         assert sorted(out.results.column("id").to_pylist()) == sorted(f"{key}-{i}" for i in range(n))
-        assert set(out.results.column("method").to_pylist()) == {"specdec"}
-    # The 8 pilot requests ran once on each engine (plus one warm-up each); the run's specdec
-    # engine took the other 24 of kind code only: nothing generated twice beyond the pilot.
+        methods.update(out.results.column("method").to_pylist())
+    assert methods == {"specdec": 33, "none": 4}  # each row names the engine it ran on: the pilot's 4 on none
+    # Every request ran exactly once: the pilot's 8 on the two engines (after a warm-up each), kept;
+    # the run's specdec engine took the other 24 of kind code, and kind tiny.
+    assert generated(started) == {f"{key}-{i}": 1 for key, n in (("code-0", 16), ("code-1", 16), ("tiny-0", 5))
+                                  for i in range(n)}
     none_engine, specdec_engine = started["none"][0], started["specdec"][0]
-    assert len(none_engine.added) == 8 + 1
-    assert len(specdec_engine.added) == 8 + 1 + (32 - 8) + 5
+    assert (len(none_engine.added), len(specdec_engine.added)) == (2 + 4, 2 + 4 + 24 + 5)  # warm-up: a chunk, 2 each
     assert totals.num_output_tokens == 37 * 12  # the run's output, the kept pilot results among them
     pilot_s = decisions[0].none.engine_s + decisions[0].specdec.engine_s
-    assert totals.busy_s > pilot_s > 0  # the user pays for both passes: the run's engine time has them
+    assert totals.busy_s > pilot_s > 0  # the user pays for the pilot: the run's engine time has it
     assert totals.wall_s > pilot_s and totals.engine_start_s == 1.0  # the pilot's wall time is the run's
     assert sum(out.engine_start_s for out, _ in done.values()) == 1.0  # both pilot starts, once
     # The pilot asks for true engines and keeps the other one up (the tokenizer's engine included):
@@ -156,14 +182,22 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     assert all(options == {"exact": True, "keep_others": True} for _, options in pilot_asks)
 
 
-def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch):
-    started = fake_engines(monkeypatch, {"none": 2, "specdec": 1})
+@pytest.mark.parametrize(("together", "turns"), [(True, ["none", "specdec", "specdec", "none"]),
+                                                 (False, ["none", "specdec"])])
+def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, together, turns):
+    started = fake_engines(monkeypatch, {"none": 2, "specdec": 1}, together)
+    ran = []
+    run_chunk = generate_mod.pilot.run_chunk
+    monkeypatch.setattr(generate_mod.pilot, "run_chunk", lambda method, *a, **kw: ran.append(method) or run_chunk(method, *a, **kw))
     done, decisions, _ = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)])
+    assert ran == turns  # engines that fit together take turns; a GPU's run one after the other
     assert [(d.kind, d.method) for d in decisions] == [("chat", "none")]
     assert decisions[0].speedup < 0.97
     assert all(out.method == "none" and out.results.num_rows == 10 for out, _ in done.values())
-    assert len(started["none"][0].added) == 1 + 30  # warm-up, 8 pilot, 22 others: the pilot's results kept
-    assert len(started["specdec"][0].added) == 1 + 8
+    assert generated(started) == {f"chat-{s}-{i}": 1 for s in range(3) for i in range(10)}
+    first_chunk = 2 if together else 4  # the warm-up: an engine's first chunk, a few tokens each
+    assert len(started["none"][0].added) == first_chunk + 4 + 22  # warm-up, its 4 of the pilot, the 22 others
+    assert len(started["specdec"][0].added) == first_chunk + 4
 
 
 def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):

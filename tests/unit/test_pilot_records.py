@@ -21,8 +21,8 @@ from tasks.report import report
 from tasks.staging import RunManifest, ShardManifest, Staging, shard_key
 
 MARGIN = 0.03
-# The pilot of `chat`: the same 16 requests, 800 output tokens each pass; specdec slower (0.8x).
-CHAT = decide("chat", PilotPass("none", 16, 800, 2.0, 30.0), PilotPass("specdec", 16, 800, 2.5, 35.0), MARGIN)
+# The pilot of `chat`: 15 requests, 8 on none and 7 on specdec, 50 output tokens each; specdec slower (0.8x).
+CHAT = decide("chat", PilotPass("none", 8, 400, 1.0, 30.0), PilotPass("specdec", 7, 350, 1.09375, 35.0), MARGIN)
 CODE = skipped("code", 5, 16, MARGIN)  # too small for a pilot: specdec without one
 # The kinds' shards ({shard id: rows}), the method each ran and its engine seconds per output token.
 KINDS = {"chat": ({"chat/c0.parquet": 12, "chat/c1.parquet": 7}, "none", 0.02),
@@ -99,8 +99,8 @@ def test_ingest_records_each_kinds_decision_once_with_what_its_shards_did(tmp_pa
     chat, code = _view(db, "auto-run")
     assert chat == {
         "kind": "chat", "ordinal": 0, "method": "none", "reason": CHAT.reason, "speedup": pytest.approx(0.8),
-        "margin": MARGIN, "pilot_requests": 16, "pilot_none_tokens_per_s": pytest.approx(800 / 2.0),
-        "pilot_specdec_tokens_per_s": pytest.approx(800 / 2.5), "shards_done": 2, "shards_failed": 0,
+        "margin": MARGIN, "pilot_requests": 15, "pilot_none_tokens_per_s": pytest.approx(400.0),
+        "pilot_specdec_tokens_per_s": pytest.approx(320.0), "shards_done": 2, "shards_failed": 0,
         "num_prompts": 12 + 7, "num_output_tokens": tokens["chat"], "tokens_per_engine_s": pytest.approx(1 / 0.02)}
     assert code == {
         "kind": "code", "ordinal": 1, "method": "specdec", "reason": CODE.reason, "speedup": None, "margin": MARGIN,
@@ -109,7 +109,7 @@ def test_ingest_records_each_kinds_decision_once_with_what_its_shards_did(tmp_pa
         "tokens_per_engine_s": pytest.approx(1 / 0.005)}
     passes = query(db, "SELECT none_num_output_tokens, none_engine_s, none_start_s, specdec_num_requests, "
                        "specdec_engine_s, specdec_start_s FROM pilot_decisions WHERE kind = 'chat'")
-    assert passes == [(800, 2.0, 30.0, 16, 2.5, 35.0)]
+    assert passes == [(400, 1.0, 30.0, 7, 1.09375, 35.0)]
     assert query(db, "SELECT shard_id, method, kind FROM shards ORDER BY shard_id") == [
         ("chat/c0.parquet", "none", "chat"), ("chat/c1.parquet", "none", "chat"),
         ("code/e0.parquet", "specdec", "code")]
@@ -124,7 +124,7 @@ def test_report_and_demo_query_show_each_kind_of_an_auto_run(tmp_path):
     assert [line.split()[:3] for line in lines] == [["demo-auto", "chat", "none"], ["demo-auto", "code", "specdec"]]
     table = named_rows(db, "demo_pilot_by_kind", ["demo"])
     assert [(r["shard_kind"], r["ran"], r["pilot_requests"], r["prompts"]) for r in table] == [
-        ("chat", "none", 16, 19), ("code", "specdec", None, 5)]
+        ("chat", "none", 15, 19), ("code", "specdec", None, 5)]
     assert [r["pilot_speedup"] for r in table] == [pytest.approx(0.8), None]
     assert [r["tokens_per_engine_s"] for r in table] == [pytest.approx(50.0), pytest.approx(200.0)]
     assert table[0]["pilot_none_tokens_per_s"] == pytest.approx(400.0)
