@@ -124,9 +124,8 @@ def shown(records: Sequence[ProjectionRecord]) -> list[ProjectionRecord]:
 
 @dataclasses.dataclass(frozen=True)
 class AutoPilot:
-    """Method auto on `run_requests` requests: a pilot runs `requests` of them, half on none and
-    half on specdec (every result kept), the rest on the one specdec.pilot picks (the pilot
-    measures the run's rates; engine starts not priced)."""
+    """Method auto on `run_requests` requests: a pilot runs `requests` of them, half on none, half on specdec (every
+    result kept), the rest on the one specdec.pilot picks (the pilot measures the run's rates; starts not priced)."""
 
     requests: int  # the pilot's sample, split between the engines
     margin: float  # the share by which specdec must beat none
@@ -144,9 +143,8 @@ class AutoPilot:
         passes = {m: PilotPass(m, shares[m], round(shares[m] * tokens_per_request),
                                shares[m] * tokens_per_request / rate) for m, rate in rates.items()}
         method = decide("", passes["none"], passes["specdec"], self.margin).method
-        tokens = self.run_requests * tokens_per_request
         rest_s = (self.run_requests - n) * tokens_per_request / rates[method]
-        return method, tokens / (rest_s + sum(p.engine_s for p in passes.values()))
+        return method, self.run_requests * tokens_per_request / (rest_s + sum(p.engine_s for p in passes.values()))
 
 
 def render_projection_table(records: Sequence[ProjectionRecord], pilots: Sequence[AutoPilot] = ()) -> str:

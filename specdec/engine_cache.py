@@ -43,8 +43,7 @@ def engine_configs(params: GenerationParams) -> tuple[EngineConfig, SpecConfig]:
 def get_engine(params: GenerationParams, *, exact: bool = False, keep_others: bool = False) -> tuple[Any, float]:
     """(engine, seconds spent starting it now: 0.0 when reused). `exact`: `none` is an engine
     without vLLM's speculative path, never a specdec engine with its drafting off. `keep_others`:
-    a new engine starts beside the cached ones where they fit together (vLLM's CPU build: they
-    share host memory; on a GPU each would claim its gpu_memory_utilization)."""
+    a new engine starts beside the cached ones where they fit together (engines_fit_together)."""
     global ENGINE_STARTS
     key = engine_configs(params)
     cached = _cached_engine(*key, exact=exact)
@@ -78,17 +77,15 @@ def _cached_engine(engine_config: EngineConfig, spec: SpecConfig, exact: bool = 
 
 
 def engines_fit_together() -> bool:
-    """Whether a second engine can start beside a running one: on vLLM's CPU build they share
-    host memory; on a GPU each would claim its gpu_memory_utilization."""
+    """vLLM's CPU build: engines share host memory (on a GPU each claims gpu_memory_utilization)."""
     from specdec.engines.vllm_args import is_cpu_build
 
     return is_cpu_build()
 
 
 def close_other_engines(params: GenerationParams) -> None:
-    """Shut down every cached engine but the one that serves `params` exactly (method auto, once
-    its pilot has chosen: the other engine's memory is free again), in the background: vLLM
-    takes seconds to stop an engine, and the run goes on meanwhile. close_engines waits for it."""
+    """Shut down every cached engine but the one for `params` (auto, once its pilot has chosen), in
+    the background: vLLM takes seconds to stop one, the run goes on. close_engines waits for it."""
     keep = engine_configs(params)
     for key in [key for key in _ENGINES if key != keep]:
         engine = _ENGINES.pop(key)
@@ -102,12 +99,12 @@ def engines() -> list[Any]:
     return list(_ENGINES.values())
 
 
-def close_engines(keep: tuple[EngineConfig, SpecConfig] | None = None) -> None:
-    """Shut every engine of this process down but `keep`'s (their processes are gone on return,
-    those shutting down in the background included)."""
+def close_engines() -> None:
+    """Shut every engine of this process down (their processes are gone on return, those shutting
+    down in the background included)."""
     while _CLOSING:
         _CLOSING.pop()[1].join()
-    for key in [key for key in _ENGINES if key != keep]:
+    for key in list(_ENGINES):
         engine = _ENGINES.get(key)  # None: killed meanwhile (kill_engines, from a signal)
         try:
             if engine is not None:

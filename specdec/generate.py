@@ -6,6 +6,7 @@ run is quarantined with its reason, the others run; results are keyed by (id, sa
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -85,8 +86,9 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
 def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
                      config: dict[str, Any], on_done: ShardDone[C], *, sequential: bool, strict: bool,
                      on_progress: Callable[[Any], None] | None, piloted: Mapping[str, ShardRequests[C]] | None = None,
-                     decision: pilot.PilotDecision | None = None) -> StreamTotals:
-    """One method's stream (`piloted`: shards the pilot tokenized, its results in them, by key)."""
+                     decision: pilot.PilotDecision | None = None, pilot_start_s: float = 0.0) -> StreamTotals:
+    """One method's stream (`piloted`: shards the pilot tokenized, its results in them, by key;
+    `pilot_start_s`: the pilot's engine starts, put on the first shard with the stream's own)."""
     engine_configs(params)
     resolved: list[dict[str, Any]] = [{}]  # of the stream's latest engine
 
@@ -96,7 +98,7 @@ def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, c
         return engine, start_s
 
     engines = EngineHolder(start_engine)
-    reported_start_s = [0.0]  # engine start time already put on a shard
+    reported_start_s = [-pilot_start_s]  # engine start time already put on a shard
 
     def loads() -> Iterable[ShardRequests[C]]:
         history = _length_history(params)
@@ -137,7 +139,7 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
     for kind, segment in itertools.groupby(shards, key=lambda shard: shard.kind):
         head: list[ShardRows[C]] = []
         piloted: dict[str, ShardRequests[C]] = {}
-        pilot_start_s = 0.0
+        pilot_totals = StreamTotals()
         decision = decided.get(kind)
         if decision is None:
             head = _take_requests(segment, params.pilot_min_requests, params.samples)
@@ -145,31 +147,20 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
             decision, piloted, pilot_totals = _pilot(kind, head, params, stream["strict"])
             pilot_totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
             totals.add(pilot_totals)
-            pilot_start_s = pilot_totals.engine_start_s
             decided[kind] = decision
             on_decision(decision)
         chosen = params.model_copy(update={"method": decision.method})
         close_other_engines(chosen)
-
-        def on_segment_done(context: C, out: Generation | None, error: BaseException | None) -> None:
-            nonlocal pilot_start_s
-            if out is not None and pilot_start_s:
-                out.engine_start_s, pilot_start_s = out.engine_start_s + pilot_start_s, 0.0
-            on_done(context, out, error)
-
-        done = _generate_stream(itertools.chain(head, segment), chosen, config_hash, config, on_segment_done,
-                                piloted=piloted, decision=decision, **stream)
-        totals.add(done)
+        totals.add(_generate_stream(itertools.chain(head, segment), chosen, config_hash, config, on_done,
+                                    piloted=piloted, decision=decision, pilot_start_s=pilot_totals.engine_start_s,
+                                    **stream))
     return totals
 
 
 def _take_requests(shards: Iterator[ShardRows[C]], num_requests: int, samples: int) -> list[ShardRows[C]]:
     """The first shards, until they hold `num_requests` requests (rows x samples) or run out."""
     taken: list[ShardRows[C]] = []
-    while _num_requests(taken, samples) < num_requests:
-        shard = next(shards, None)
-        if shard is None:
-            break
+    while _num_requests(taken, samples) < num_requests and (shard := next(shards, None)) is not None:
         taken.append(shard)
     return taken
 
@@ -181,45 +172,28 @@ def _num_requests(shards: Sequence[ShardRows[C]], samples: int) -> int:
 
 def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
            strict: bool) -> tuple[pilot.PilotDecision, dict[str, ShardRequests[C]], StreamTotals]:
-    """The kind's pilot over its first shards: a sample split between none and specdec;
-    skipped when the kind has fewer requests than pilot_min_requests. Where both engines fit
-    together (vLLM's CPU build) they stay up and take turns, so the winner never starts twice.
-    Returns the shards it tokenized by key, every pilot result in them (the stream keeps them)."""
-    num_requests = _num_requests(head, params.samples)
-    if num_requests < params.pilot_min_requests:
-        return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), {}, StreamTotals()
-    together = engines_fit_together()
+    """The kind's pilot over its first shards, skipped when they hold fewer than pilot_min_requests
+    requests that can run. Where both engines fit together (vLLM's CPU build) they stay up and take
+    turns, so the winner never starts twice. Returns the shards it tokenized by key, every pilot
+    result in them (the stream keeps them), and its engine time."""
     # keep_others: a specdec engine an earlier kind kept stays up for this pilot's turns
     holders = {method: EngineHolder(functools.partial(get_engine, params.model_copy(update={"method": method}),
                                                       exact=True, keep_others=True)) for method in pilot.METHODS}
-    loaded = []
-    for shard in head:
-        try:
-            loaded.append(_tokenized(shard, params, holders["none"], strict))
-        except Exception:  # this shard fails in the segment's stream, named there
-            continue
+    piloted: dict[str, ShardRequests[C]] = {}
+    num_requests = _num_requests(head, params.samples)
+    if num_requests >= params.pilot_min_requests:  # else no engine starts here
+        for shard in head:
+            with contextlib.suppress(Exception):  # a shard that cannot load fails in the stream, named there
+                piloted[shard.key] = _tokenized(shard, params, holders["none"], strict)
+        num_requests = sum(len(shard.requests) for shard in piloted.values())  # those that can run
     totals = StreamTotals(engine_start_s=holders["none"].start_s)
-    piloted = {shard.key: shard for shard in loaded}
-    num_requests = sum(len(shard.requests) for shard in loaded)
-    if num_requests < params.pilot_min_requests:  # rows that could not run cut it short
+    if num_requests < params.pilot_min_requests:
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
-    passes = {method: pilot.PilotPass(method, 0, 0, 0.0) for method in pilot.METHODS}
-    warmed: set[str] = set()
-    rounds = pilot.ROUNDS_TOGETHER if together else 1
-    for method, chunk in pilot.schedule(pilot.sample(loaded, params.pilot_requests), rounds):
-        measured, kept = pilot.run_chunk(method, holders[method], chunk, params.sampling(), params.stall_timeout_s,
-                                         warm_up=method not in warmed)
-        warmed.add(method)
-        passes[method] = passes[method].plus(measured)
-        for key, chunk_kept in kept.items():
-            piloted[key].done.update(chunk_kept.results)
-            counts = piloted[key].done_source_counts
-            for source, (drafted, accepted) in chunk_kept.source_counts.items():
-                was = counts.get(source, (0, 0))
-                counts[source] = (was[0] + drafted, was[1] + accepted)
-    totals.busy_s += sum(p.engine_s for p in passes.values())
-    totals.engine_start_s += sum(p.start_s for p in passes.values())
-    return pilot.decide(kind, passes["none"], passes["specdec"], params.pilot_margin), piloted, totals
+    decision = pilot.run(kind, pilot.sample(list(piloted.values()), params.pilot_requests), holders, params,
+                         rounds=pilot.ROUNDS_TOGETHER if engines_fit_together() else 1)
+    totals.busy_s += decision.none.engine_s + decision.specdec.engine_s
+    totals.engine_start_s += decision.none.start_s + decision.specdec.start_s
+    return decision, piloted, totals
 
 
 def _length_history(params: GenerationParams) -> LengthHistory | None:

@@ -11,9 +11,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from specdec.params import GenerationParams
 from specdec.stats import DRAFT_SOURCES
 from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_stream
-from specdec.types import GenerationResult, SamplingOptions
+from specdec.types import SamplingOptions
 
 METHODS = ("none", "specdec")
 # Where both engines fit together (vLLM's CPU build), each engine's share runs in two chunks,
@@ -37,9 +38,10 @@ class PilotPass:
         return self.num_output_tokens / self.engine_s if self.engine_s > 0 else 0.0
 
     def plus(self, other: "PilotPass") -> "PilotPass":
-        return PilotPass(self.method, self.num_requests + other.num_requests,
-                         self.num_output_tokens + other.num_output_tokens, self.engine_s + other.engine_s,
-                         self.start_s + other.start_s)
+        return PilotPass(self.method, *(getattr(self, f) + getattr(other, f) for f in _SUMMED))
+
+
+_SUMMED = ("num_requests", "num_output_tokens", "engine_s", "start_s")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +92,7 @@ def skipped(kind: str, num_requests: int, min_requests: int, margin: float) -> P
 
 
 Pick = tuple[ShardRequests[Any], int]  # a request: its shard and its index there
+Chunk = list[ShardRequests[tuple[ShardRequests[Any], list[int]]]]  # sub-shards; context: (shard, indices)
 
 
 def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
@@ -99,62 +102,61 @@ def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
     return [everything[int(i * step)] for i in range(min(size, len(everything)))]
 
 
-def schedule(picks: Sequence[Pick], rounds: int) -> list[tuple[str, list[ShardRequests[list[int]]]]]:
+def schedule(picks: Sequence[Pick], rounds: int) -> list[tuple[str, Chunk]]:
     """The pilot's chunks in the order they run: neighbouring picks go to alternate engines
     (none first), each engine's share cut into `rounds` chunks, the engines' order alternating
-    round by round. A chunk holds one sub-shard per shard (same key; its context: the
-    requests' indices in their shard)."""
+    round by round. A chunk holds one sub-shard per shard (same key)."""
     shares = {method: picks[i::len(METHODS)] for i, method in enumerate(METHODS)}
-    order: list[tuple[str, list[ShardRequests[list[int]]]]] = []
+    order: list[tuple[str, Chunk]] = []
     for r in range(rounds):
         for method in (METHODS if r % 2 == 0 else METHODS[::-1]):
-            share = shares[method]
-            chunk = share[len(share) * r // rounds:len(share) * (r + 1) // rounds]
+            chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
+            for shard, index in shares[method][len(shares[method]) * r // rounds:len(shares[method]) * (r + 1) // rounds]:
+                sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
+                sub.requests.append(shard.requests[index])
+                sub.context[1].append(index)
             if chunk:
-                order.append((method, _sub_shards(chunk)))
+                order.append((method, list(chunk.values())))
     return order
 
 
-def _sub_shards(picks: Sequence[Pick]) -> list[ShardRequests[list[int]]]:
-    subs: dict[str, ShardRequests[list[int]]] = {}
-    for shard, index in picks:
-        sub = subs.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], []))
-        sub.requests.append(shard.requests[index])
-        sub.context.append(index)
-    return list(subs.values())
+def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], params: GenerationParams,
+        rounds: int) -> PilotDecision:
+    """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
+    result is kept in its shard (`ShardRequests.done`, naming its engine)."""
+    passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
+    warm = set()
+    for method, chunk in schedule(picks, rounds):
+        passes[method] = passes[method].plus(run_chunk(method, engines[method], chunk, params.sampling(),
+                                                       params.stall_timeout_s, warm_up=method not in warm))
+        warm.add(method)
+    return decide(kind, passes["none"], passes["specdec"], params.pilot_margin)
 
 
-@dataclasses.dataclass
-class Kept:
-    """One chunk's results of a shard's sampled requests, by their index in the shard."""
-
-    results: dict[int, GenerationResult] = dataclasses.field(default_factory=dict)
-    source_counts: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
-
-
-def run_chunk(method: str, engine: EngineHolder, chunk: Sequence[ShardRequests[list[int]]], sampling: SamplingOptions,
-              stall_timeout_s: float, warm_up: bool) -> tuple[PilotPass, dict[str, Kept]]:
-    """A chunk of the pilot through one engine as one stream; its results name the engine
-    (`method`). A sub-shard that fails (a stalled engine) counts for nothing and keeps nothing.
+def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: SamplingOptions, stall_timeout_s: float,
+              warm_up: bool) -> PilotPass:
+    """A chunk through one engine as one stream, its results and drafts by source kept in their
+    shards; a sub-shard that fails (a stalled engine) counts for nothing and keeps nothing.
     `warm_up`: untimed, the chunk for a few tokens first: a fresh engine's first steps at each
     batch shape build their kernels, and the prompts' prefill is cached for the timed run."""
-    start_s = engine.start_s
+    start_s, kept = engine.start_s, []
     if warm_up:
-        few = [ShardRequests(sub.key, sub.source, [dataclasses.replace(r, max_tokens=WARM_UP_TOKENS) for r in sub.requests],
-                             []) for sub in chunk]
+        few = [dataclasses.replace(sub, requests=[dataclasses.replace(r, max_tokens=WARM_UP_TOKENS)
+                                                  for r in sub.requests]) for sub in chunk]
         run_stream(few, engine, sampling, lambda _: None, read_ahead_requests=sum(len(s.requests) for s in few),
                    stall_timeout_s=stall_timeout_s)
-    kept: dict[str, Kept] = {}
 
-    def take(outcome: ShardOutcome[list[int]]) -> None:
+    def keep(outcome: ShardOutcome[tuple[ShardRequests[Any], list[int]]]) -> None:
         if outcome.error is None:
-            results = [dataclasses.replace(r, method=method) for r in outcome.results]
-            kept[outcome.shard.key] = Kept(dict(zip(outcome.shard.context, results)), {
-                source: (d, a) for source, d, a in zip(DRAFT_SOURCES, outcome.stats.drafted_by_source,
-                                                       outcome.stats.accepted_by_source)})
+            shard, indices = outcome.shard.context
+            shard.done.update((i, dataclasses.replace(r, method=method)) for i, r in zip(indices, outcome.results))
+            for source, drafted, accepted in zip(DRAFT_SOURCES, outcome.stats.drafted_by_source,
+                                                 outcome.stats.accepted_by_source):
+                was = shard.done_source_counts.get(source, (0, 0))
+                shard.done_source_counts[source] = (was[0] + drafted, was[1] + accepted)
+            kept.extend(outcome.results)
 
-    totals = run_stream(chunk, engine, sampling, take, read_ahead_requests=sum(len(s.requests) for s in chunk),
-                        stall_timeout_s=stall_timeout_s, sequential=False)
-    num_requests = sum(len(k.results) for k in kept.values())
-    tokens = sum(len(r.output_token_ids) for k in kept.values() for r in k.results.values())
-    return PilotPass(method, num_requests, tokens, totals.busy_s, engine.start_s - start_s), kept
+    totals = run_stream(chunk, engine, sampling, keep, read_ahead_requests=sum(len(s.requests) for s in chunk),
+                        stall_timeout_s=stall_timeout_s)
+    tokens = sum(len(r.output_token_ids) for r in kept)
+    return PilotPass(method, len(kept), tokens, totals.busy_s, engine.start_s - start_s)

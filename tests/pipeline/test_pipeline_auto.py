@@ -103,8 +103,8 @@ def test_a_killed_auto_run_resumes_on_its_pilots_choice_with_every_row_once(
     (run_id,) = query(db, "SELECT run_id FROM runs")[0]
     committed = dict(query(db, "SELECT shard_id, generated_at FROM shards WHERE status = 'ingested'"))
     assert f"{kind}/{SHARDS[0]}" in committed
-    for shard in SHARDS[2:]:  # in the engine when killed: not committed
-        assert Staging(params["staging"]).read_manifest(run_id, f"{kind}/{shard}") is None, (shard, log[-3000:])
+    staged = {shard for shard in SHARDS if Staging(params["staging"]).read_manifest(run_id, f"{kind}/{shard}")}
+    assert not staged & set(SHARDS[2:]), (staged, log[-3000:])  # in the engine when killed: not committed
 
     # The resume, in this process, on the session's engine for the chosen method.
     chosen = FlowParams(**params).generation_params().model_copy(update={"method": scenario.chosen})
@@ -123,9 +123,15 @@ def test_a_killed_auto_run_resumes_on_its_pilots_choice_with_every_row_once(
     assert pilots == [] and set(asked) == {scenario.chosen} and engine_cache.ENGINE_STARTS == starts
 
     assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(16, 16)]
-    # Every row once, on the chosen engine but for the pilot's share on the other (kept, named so)
+    # Every row once, on the chosen engine but for the pilot's share on the other engine in the
+    # shards the killed run staged (kept, and named so); the others ran again, whole, on the
+    # chosen engine. The pilot took rows 0, 2, 4, 6 of the first 8: none 0 and 4, specdec 2 and 6.
     other = "none" if scenario.chosen == "specdec" else "specdec"
-    assert dict(query(db, "SELECT method, count(*) FROM request_stats GROUP BY 1")) == {scenario.chosen: 14, other: 2}
+    first = 0 if other == "none" else 2
+    on_other = {f"{kind}-{4 * n + first}" for n in (0, 1) if SHARDS[n] in staged}
+    assert {row_id for row_id, in query(db, "SELECT id FROM request_stats WHERE method = ?", [other])} == on_other
+    assert query(db, "SELECT count(*) FROM request_stats WHERE method = ?", [scenario.chosen]) == [
+        (16 - len(on_other),)]
     drafted = dict(query(db, "SELECT method, count(*) FILTER (WHERE num_drafts > 0) FROM request_stats GROUP BY 1"))
     # none drafts nothing; specdec drafts every repeated line it ran (all but the 2 on none)
     assert drafted["none"] == 0

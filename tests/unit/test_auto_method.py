@@ -64,12 +64,12 @@ def test_the_sample_spreads_over_every_shard_and_neighbours_alternate_between_th
     assert [(s.key, i) for s, i in picks] == [("a", 0), ("a", 4), ("a", 8), *(("b", i) for i in range(2, 30, 4)),
                                               *(("c", i) for i in range(0, 24, 4))]
     assert len(sample(shards[:1], 99)) == 10  # never more than there are
-    chunks = [(method, [(s.key, s.context) for s in chunk]) for method, chunk in schedule(picks, rounds=2)]
+    chunks = [(method, [(s.key, s.context[1]) for s in chunk]) for method, chunk in schedule(picks, rounds=2)]
     # none takes the 1st, 3rd, ... pick, specdec the 2nd, 4th, ...; two rounds, the engines' order swapped
     assert chunks == [("none", [("a", [0, 8]), ("b", [6, 14])]), ("specdec", [("a", [4]), ("b", [2, 10, 18])]),
                       ("specdec", [("b", [26]), ("c", [4, 12, 20])]), ("none", [("b", [22]), ("c", [0, 8, 16])])]
-    ran = [(sub.key, i, r.id) for _, chunk in schedule(picks, rounds=2) for sub in chunk
-           for i, r in zip(sub.context, sub.requests)]
+    ran = [(sub.context[0].key, i, r.id) for _, chunk in schedule(picks, rounds=2) for sub in chunk
+           for i, r in zip(sub.context[1], sub.requests)]
     assert sorted((key, i) for key, i, _ in ran) == sorted((s.key, i) for s, i in picks)  # each pick once
     assert all(request_id == f"{key}{i}" for key, i, request_id in ran)
     assert [method for method, _ in schedule(picks, rounds=1)] == ["none", "specdec"]  # engines that cannot take turns

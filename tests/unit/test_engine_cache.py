@@ -4,6 +4,7 @@ without speculation while off. Doubles stand in for vLLM."""
 
 from __future__ import annotations
 
+import threading
 import types
 
 import pytest
@@ -77,6 +78,21 @@ def test_a_dead_specdec_engine_serves_no_baseline(started):
     specdec.alive = False
     baseline, _ = engine_cache.get_engine(GenerationParams(method="none"))
     assert baseline is not specdec and baseline.spec.method == "none"
+
+
+def test_the_engines_auto_did_not_choose_close_in_the_background_and_close_engines_waits_for_them(
+        started, monkeypatch):
+    monkeypatch.setattr(engine_cache, "engines_fit_together", lambda: True)  # vLLM's CPU build
+    release, closed = threading.Event(), []
+    none, _ = engine_cache.get_engine(GenerationParams(method="none"), exact=True, keep_others=True)
+    none.close = lambda: (release.wait(5), closed.append("none"))  # vLLM takes seconds to stop an engine
+    specdec, _ = engine_cache.get_engine(GenerationParams(method="specdec"), exact=True, keep_others=True)
+    assert [e.spec.method for e in started] == ["none", "specdec"]  # side by side
+    engine_cache.close_other_engines(GenerationParams(method="specdec"))
+    assert engine_cache.engines() == [specdec] and closed == []  # returned while none is still closing
+    release.set()
+    engine_cache.close_engines()
+    assert closed == ["none"] and not specdec.alive  # both gone once close_engines returns
 
 
 class FakeLlm:
