@@ -1,8 +1,7 @@
 """`specdec` console entry point.
 
 Other packages add commands through the entry-point group `specdec.commands`: each entry point
-names an object with `COMMANDS` (names), `add_parsers(sub)` and `main(args) -> int`.
-"""
+names an object with `COMMANDS` (names), `add_parsers(sub)` and `main(args) -> int`."""
 
 from __future__ import annotations
 
@@ -70,7 +69,14 @@ def _dispatch(providers: Sequence[Any], args: argparse.Namespace) -> int:
         for provider in providers:
             if args.command in provider.COMMANDS:
                 return provider.main(args)
-        return _core_command(args)
+        if args.command == "generate":
+            return generate_command.run(args)
+        if args.command == "sample":
+            from specdec.datasets import humaneval_rows, write_shard
+
+            print(f"wrote {write_shard(humaneval_rows(args.limit), args.output)}")
+            return 0
+        return 1
     except PipelineMissing as exc:
         print(f"specdec: error: specdec {args.command} is a pipeline command: {PIPELINE_HINT} ({exc})",
               file=sys.stderr)
@@ -81,17 +87,6 @@ def _dispatch(providers: Sequence[Any], args: argparse.Namespace) -> int:
     except (ConfigError, InputError, ModelError) as exc:
         print(f"specdec: error: {exc}", file=sys.stderr)
         return 2
-
-
-def _core_command(args: argparse.Namespace) -> int:
-    if args.command == "generate":
-        return generate_command.run(args)
-    if args.command == "sample":
-        from specdec.datasets import humaneval_rows, write_shard
-
-        print(f"wrote {write_shard(humaneval_rows(args.limit), args.output)}")
-        return 0
-    return 1
 
 
 if __name__ == "__main__":

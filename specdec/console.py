@@ -1,7 +1,6 @@
 """What a person sees on the terminal while a command runs an engine: inside
 `console(log_path)` whatever the libraries and the engine's processes write goes to the log
-file; the terminal gets the `Console`'s lines, this process's warnings and vLLM's errors.
-"""
+file; the terminal gets the `Console`'s lines, this process's warnings and vLLM's errors."""
 
 from __future__ import annotations
 

@@ -77,7 +77,11 @@ class DraftController:
         first `num_prompt_tokens[i]` (None: unknown; read at a request's first step). Returns each
         row's draft: at most k_max tokens, or what the budget keeps with `cost` (k_ceiling in a `tail`)."""
         accepted = [int(a) for a in num_accepted]
-        prompts = _prompt_lengths(num_prompt_tokens, len(accepted))
+        prompts = [] if num_prompt_tokens is None else [int(n) for n in num_prompt_tokens]  # the core's []: unknown
+        if num_prompt_tokens is not None and len(prompts) != len(accepted):
+            raise ValueError(f"{len(prompts)} prompt lengths for {len(accepted)} rows")
+        if any(n < 0 for n in prompts):
+            raise ValueError(f"negative prompt length in {prompts}")
         drafts, lengths = self._core.step_arrays(list(req_ids), list(tokens), accepted, prompts,
                                                  self._use_cost(cost), tail)
         return [drafts[i, :n] for i, n in enumerate(lengths.tolist())]
@@ -177,15 +181,3 @@ def load_cache_file(path: str | None, tokenizer: str | None) -> tuple[CacheConte
         warning = f"draft cache file {exc}; moved to {aside}; starting with an empty cache"
         log.warning("specdec: %s", warning)
         return None, warning
-
-
-def _prompt_lengths(num_prompt_tokens: Sequence[int] | None, num_rows: int) -> list[int]:
-    """The core's form of per-row prompt lengths: [] for unknown (None), else one per row."""
-    if num_prompt_tokens is None:
-        return []
-    lengths = [int(n) for n in num_prompt_tokens]
-    if len(lengths) != num_rows:
-        raise ValueError(f"{len(lengths)} prompt lengths for {num_rows} rows")
-    if any(n < 0 for n in lengths):
-        raise ValueError(f"negative prompt length in {lengths}")
-    return lengths

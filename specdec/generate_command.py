@@ -1,7 +1,6 @@
 """`specdec generate`: one Parquet file of prompts in, one of results out, and the rows that
 could not run in a quarantine file beside it. Exit status: 0 when at least one row completed;
-1 when none did; 2 for unusable input and, with `--strict`, for any bad row.
-"""
+1 when none did; 2 for unusable input and, with `--strict`, for any bad row."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """SIGINT and SIGTERM for the `specdec` commands: the first raises `Interrupted` in the main
 thread (the command shuts its engine down and exits with 128 + the signal number); a second
-kills the engine processes by PID, removes temporary files and exits at once.
-"""
+kills the engine processes by PID, removes temporary files and exits at once."""
 
 from __future__ import annotations
 

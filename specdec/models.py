@@ -41,15 +41,12 @@ def resolve_model(model: str | os.PathLike[str] | None) -> Path:
     path = Path(model).expanduser()
     if (path / "config.json").is_file():
         return path.resolve()
-    if _is_hub_id(str(model)) and not path.exists():
+    parts = str(model).split("/")
+    hub_id = len(parts) == 2 and all(parts) and not str(model).startswith((".", "~"))  # org/name
+    if hub_id and not path.exists():
         return _cached_snapshot(str(model))
     raise ModelError(f"model folder {path} has no config.json: pass a Hugging Face model folder, or the hub id "
                      "(org/name) of a model in the local Hugging Face cache")
-
-
-def _is_hub_id(name: str) -> bool:
-    parts = name.split("/")
-    return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
 
 
 def _cached_snapshot(repo_id: str) -> Path:

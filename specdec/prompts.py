@@ -1,8 +1,7 @@
 """Read and validate a Parquet file of prompts, and turn rows into engine requests: one
 policy for every entry point (`validate_rows`, then `tokenize_rows`). Columns: `id`, `prompt`;
 optional `messages` (JSON chat turns, used instead of `prompt` when not null), `max_tokens`
-and `samples` (null: the run's setting). Every problem names the file and the row.
-"""
+and `samples` (null: the run's setting). Every problem names the file and the row."""
 
 from __future__ import annotations
 
@@ -61,8 +60,9 @@ def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[R
             raise InputError(f"{source}: missing column {required!r} (has: {sorted(names)})")
     for name, predicate in (("id", pa.types.is_string), ("prompt", pa.types.is_string),
                             ("messages", pa.types.is_string), ("max_tokens", pa.types.is_integer)):
-        if name in names:
-            _check_type(table, name, predicate, source)
+        col_type = table.schema.field(name).type if name in names else pa.null()  # absent: nothing to check
+        if not (predicate(col_type) or pa.types.is_null(col_type) or pa.types.is_large_string(col_type)):
+            raise InputError(f"{source}: column {name!r} has type {col_type}, expected the usual type")
     columns = {name: _cells(table, name) for name in names & {"id", "prompt", "messages", "max_tokens"}}
     if "samples" in names:
         columns["samples"] = _sample_cells(table.column("samples"))
@@ -80,12 +80,6 @@ def validate_rows(table: pa.Table, source: str) -> tuple[list[PromptRow], list[R
         seen.add(row.id)
         valid.append(row)
     return valid, rejected
-
-
-def _check_type(table: pa.Table, name: str, predicate: Any, source: str) -> None:
-    col_type = table.schema.field(name).type
-    if not (predicate(col_type) or pa.types.is_null(col_type) or pa.types.is_large_string(col_type)):
-        raise InputError(f"{source}: column {name!r} has type {col_type}, expected the usual type")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,5 @@
 """One sampling seed per (run seed, row id, sample index): a hash of what identifies the
-sample, never its position, so that resumes and other batchings give each sample the same seed.
-"""
+sample, never its position, so that resumes and other batchings give each sample the same seed."""
 
 from __future__ import annotations
 

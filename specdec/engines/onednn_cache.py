@@ -1,7 +1,6 @@
 """How many compiled kernels oneDNN keeps in vLLM-CPU's worker: one per operation and input
 shape, and a batch job's prefill shapes are new almost every step, so the default (1024) grew
-the worker's memory; a quarter keeps it flat (docs/notes/2026-12-01-onednn-kernel-cache.md).
-"""
+the worker's memory; a quarter keeps it flat (docs/notes/2026-12-01-onednn-kernel-cache.md)."""
 
 from __future__ import annotations
 

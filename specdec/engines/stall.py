@@ -1,6 +1,5 @@
 """Noticing an engine that makes no progress: a hung engine would block its worker forever,
-so `StallWatch` calls `on_stall` once when no step has ended for `limit_s` seconds.
-"""
+so `StallWatch` calls `on_stall` once when no step has ended for `limit_s` seconds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The vLLM release this project is tested with (pyproject.toml pins the same), and a warning
 when another one runs: we patch and read vLLM internals, so another release may run with a
-fix that no longer applies. Say so loudly, but do not refuse to run.
-"""
+fix that no longer applies. Say so loudly, but do not refuse to run."""
 
 from __future__ import annotations
 

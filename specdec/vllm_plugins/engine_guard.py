@@ -5,6 +5,7 @@ process's own children and exits."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -41,19 +42,13 @@ def _watch(sentinel: int, parent_pid: int | None) -> None:
     wait([sentinel])  # returns when the parent has exited
     log.warning("specdec: parent process %s is gone: stopping engine process %d and its children",
                 parent_pid, os.getpid())
-    _kill_children()
-    os._exit(EXIT_CODE)
-
-
-def _kill_children() -> None:
     import psutil
 
     try:
         children = psutil.Process().children(recursive=True)
     except psutil.Error:
-        return
+        children = []
     for child in children:
-        try:
+        with contextlib.suppress(psutil.Error):
             child.kill()
-        except psutil.Error:
-            continue
+    os._exit(EXIT_CODE)

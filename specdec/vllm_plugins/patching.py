@@ -95,27 +95,15 @@ def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]
                 places.append(f"{mod_name}.{attr}")
             # Exact type check: never touch attributes of arbitrary objects (some are lazy
             # placeholders whose attribute access imports things or warns).
-            elif override_cls is not None and type(value) is override_cls:
-                if _rebind_override(value, original, fixed):
-                    places.append(f"{mod_name}.{attr} (KernelOverride)")
-    _rebind_registry(dispatcher, original, fixed)
-    return places
-
-
-def _rebind_override(wrapper: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> bool:
-    if wrapper._impl is not original:
-        return False
-    wrapper._impl = fixed
-    if getattr(wrapper, "func", None) is original:
-        wrapper.func = fixed
-    return True
-
-
-def _rebind_registry(dispatcher: Any, original: Callable[..., Any], fixed: Callable[..., Any]) -> None:
+            elif override_cls is not None and type(value) is override_cls and value._impl is original:
+                value._impl = fixed
+                if getattr(value, "func", None) is original:
+                    value.func = fixed
+                places.append(f"{mod_name}.{attr} (KernelOverride)")
     # Keep vLLM's record of registered overrides truthful too.
     registry = getattr(dispatcher, "_registry", None)
-    if not isinstance(registry, dict):
-        return
-    for name, (kernel, impl) in list(registry.items()):
-        if impl is original:
-            registry[name] = (kernel, fixed)
+    if isinstance(registry, dict):
+        for name, (kernel, impl) in list(registry.items()):
+            if impl is original:
+                registry[name] = (kernel, fixed)
+    return places
