@@ -125,7 +125,7 @@ def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], para
     """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
     result is kept in its shard (`ShardRequests.done`, naming its engine)."""
     passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
-    warm = set()
+    warm: set[str] = set()
     for method, chunk in schedule(picks, rounds):
         passes[method] = passes[method].plus(run_chunk(method, engines[method], chunk, params.sampling(),
                                                        params.stall_timeout_s, warm_up=method not in warm))
