@@ -183,12 +183,12 @@ def _group(item: pytest.Item) -> str:
     return path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
 
 
-# engine/ modules that run first, in this order, the others after them in file order: the
-# bench test starts and closes engines of its own, so it runs while no shared engine holds
-# memory; test_engine_greedy.py reconciles vLLM's counters, which follow only the newest
-# engine of the process, so its specdec engine must start before the shared `none` one (the
-# same engine then serves every later specdec test, rebound).
-FIRST_ENGINE_MODULES = ("test_bench_engine.py", "test_engine_greedy.py")
+# engine/ modules that run first, in this order, the others after them in file order:
+# test_engine_greedy.py reconciles vLLM's counters, which follow only the newest engine of the
+# process, so its specdec engine must start before the shared `none` one (the same engine then
+# serves every later specdec test, rebound); the bench test runs its rounds on the `none` and
+# ngram engines that test_engine_greedy.py leaves alive.
+FIRST_ENGINE_MODULES = ("test_engine_greedy.py", "test_bench_engine.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
