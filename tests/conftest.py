@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -109,9 +110,12 @@ def engine_factory(engine_config) -> Iterator:
 
 
 def _close_engines(keep_specdec: bool = False) -> None:
-    """Close the shared engines (`keep_specdec`: all but the specdec one)."""
-    for key in [k for k in _ENGINES if not (keep_specdec and _is_specdec_key(k))]:
-        _ENGINES.pop(key).close()
+    """Close the shared engines (`keep_specdec`: all but the specdec one), side by side: each
+    close waits up to 5 s for vLLM's processes to exit (their interpreters' teardown)."""
+    closing = [_ENGINES.pop(k) for k in list(_ENGINES) if not (keep_specdec and _is_specdec_key(k))]
+    if closing:
+        with ThreadPoolExecutor(len(closing)) as pool:
+            list(pool.map(lambda engine: engine.close(), closing))  # list(): a failed close raises here
 
 
 def _is_specdec_key(key: object) -> bool:
@@ -183,12 +187,12 @@ def _group(item: pytest.Item) -> str:
     return path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
 
 
-# engine/ modules that run first, in this order, the others after them in file order: the
-# bench test starts and closes engines of its own, so it runs while no shared engine holds
-# memory; test_engine_greedy.py reconciles vLLM's counters, which follow only the newest
-# engine of the process, so its specdec engine must start before the shared `none` one (the
-# same engine then serves every later specdec test, rebound).
-FIRST_ENGINE_MODULES = ("test_bench_engine.py", "test_engine_greedy.py")
+# engine/ modules that run first, in this order, the others after them in file order:
+# test_engine_greedy.py reconciles vLLM's counters, which follow only the newest engine of the
+# process, so its specdec engine must start before the shared `none` one (the same engine then
+# serves every later specdec test, rebound); the bench test runs its rounds on the `none` and
+# ngram engines that test_engine_greedy.py leaves alive.
+FIRST_ENGINE_MODULES = ("test_engine_greedy.py", "test_bench_engine.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -54,12 +54,18 @@ def _build_wheel(tmp_path: Path) -> tuple[Path, str]:
     return wheel, done.stdout + done.stderr
 
 
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory) -> tuple[Path, str]:
+    """One build for the module's tests: the wheel is checked, then installed and run."""
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 def _sql_files() -> list[str]:
     return sorted(p.relative_to(REPO / "sql").as_posix() for p in (REPO / "sql").rglob("*.sql"))
 
 
-def test_wheel_carries_every_sql_file_and_builds_without_package_warnings(tmp_path):
-    wheel, output = _build_wheel(tmp_path)
+def test_wheel_carries_every_sql_file_and_builds_without_package_warnings(built_wheel):
+    wheel, output = built_wheel
     assert PACKAGE_WARNING not in output and "Warning" not in output, output[-3000:]
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted(n.removeprefix("tasks/sql/") for n in names if n.startswith("tasks/sql/") and n.endswith(".sql")) \
@@ -82,11 +88,10 @@ def test_editable_build_maps_the_sql_package_without_package_warnings(tmp_path):
     assert f"'tasks.sql': '{src / 'sql'}'" in mapping, mapping[:2000]
 
 
-def _fresh_venv_with_wheel(tmp_path: Path) -> Path:
-    """Build the wheel from a copy of the sources, install it alone into a new virtual
-    environment, then let that environment see .venv's other packages through a .pth file."""
+def _fresh_venv_with_wheel(tmp_path: Path, wheel: Path) -> Path:
+    """Install the wheel alone into a new virtual environment, then let that environment see
+    .venv's other packages through a .pth file."""
     venv = tmp_path / "venv"
-    wheel, _ = _build_wheel(tmp_path)
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
     # Installed before the .pth exists, so pip sees no other specdec (.venv's editable one).
@@ -111,8 +116,8 @@ def _subprocess_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_wheel_runs_the_pipeline_outside_the_checkout(tmp_path, default_model_dir):
-    venv = _fresh_venv_with_wheel(tmp_path)
+def test_wheel_runs_the_pipeline_outside_the_checkout(tmp_path, default_model_dir, built_wheel):
+    venv = _fresh_venv_with_wheel(tmp_path, built_wheel[0])
     work = tmp_path / "work"
     work.mkdir()
     env = _subprocess_env(tmp_path)

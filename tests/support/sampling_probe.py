@@ -130,9 +130,12 @@ def main() -> None:
     from specdec.config import EngineConfig, SpecConfig
     from specdec.engines.vllm_engine import VllmEngine
 
-    # Same engine settings as tests/conftest.py's engine_factory.
+    # Same engine settings as tests/conftest.py's engine_factory, and as its probe engines
+    # specdec without the batch budget: the sampler is under test, and at the probe's batch
+    # size the budget (rightly, on CPU) may draft nothing at all; no calibration at start-up.
     config = EngineConfig(max_model_len=2048, max_num_seqs=16, kv_cache_gib=1.0)
-    engine = VllmEngine(config, SpecConfig(method=args.method))
+    spec = SpecConfig(method=args.method, budget=False) if args.method == "specdec" else SpecConfig(method=args.method)
+    engine = VllmEngine(config, spec)
     with open(args.out, "w") as f:
         json.dump(run_probe(engine, args.seed), f)
 
