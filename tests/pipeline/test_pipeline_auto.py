@@ -1,19 +1,17 @@
-"""Method auto on the real engine: a kind of shard whose pilot measures specdec faster and one
-whose pilot measures none faster, each run SIGKILLed once its first shard is committed and
-resumed. The pilots really measure (engine wall time); the inputs keep each choice clear by
-about 2x on a machine running the suite alone:
-- specdec: raw prompts of one code line repeated, which the model keeps repeating and the
-  drafter predicts whole (measured 2-3x none's tokens per engine-second; margin 3 %);
-- none: ordinary chat questions, little to draft from (measured 0.35-1.0x), with a margin of
-  90 %: specdec would have to be almost twice as fast to be chosen.
+"""Method auto on the real engine: one run over two kinds of shard, `chat` (its pilot measures
+none faster) then `code` (its pilot measures specdec faster), SIGKILLed once the second kind's
+first shard is committed, and resumed. The pilots really measure (engine wall time); the
+inputs keep each choice clear of the run's 50 % margin on a machine running the suite alone:
+- code: raw prompts of one code line repeated, which the model keeps repeating and the
+  drafter predicts whole (measured 2.45-2.91x none's tokens per engine-second);
+- chat: ordinary questions as chat turns, little to draft from (measured 0.43-1.00x).
 The killed run pilots with both engines (a subprocess: `specdec run`); the resume runs in
-this process on the session's engine for the chosen method and must not pilot again.
-The decision on synthetic measurements, and whole runs on engine doubles:
-tests/unit/test_auto_method.py."""
+this process on the session's specdec engine and must not pilot again. The decision on
+synthetic measurements, and whole runs on engine doubles: tests/unit/test_auto_method.py."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -31,30 +29,13 @@ from tasks.staging import Staging
 pytestmark = pytest.mark.slow
 
 SHARDS = ["part-000.parquet", "part-001.parquet", "part-002.parquet", "part-003.parquet"]
-LONG_TOKENS = 128  # the last two shards' rows: still in the engine when the first shard is committed
-
-
-@dataclasses.dataclass(frozen=True)
-class Scenario:
-    kind: str  # the shards' folder: the kind the pilot decides
-    prompt_format: str
-    margin: float
-    chosen: str  # the method its pilot must choose
-    first_prompts: list[str]  # the first two shards' rows: the pilot samples these
-    long_prompts: list[str]  # the last two shards' rows, LONG_TOKENS each
-
-    def params(self, tmp_path: Path) -> dict:
-        """The run's parameters; batch_size and kv_cache_gib as the session's engines."""
-        return dict(source=str(tmp_path / "src"), db=str(tmp_path / "r.duckdb"), staging=str(tmp_path / "staging"),
-                    method="auto", prompt_format=self.prompt_format, max_tokens=64, batch_size=16, kv_cache_gib=1.0,
-                    pilot_requests=4, pilot_min_requests=8, pilot_margin=self.margin)
-
+LONG_TOKENS = 128  # the last two shards' rows of a kind: still in the engine when its first shard is committed
+MARGIN = 0.5  # specdec must be 1.5x none to run a kind
+CHOSEN = {"chat": "none", "code": "specdec"}  # the kinds in the order they run, and what their pilots choose
 
 # Lines the model repeats for all 64 tokens (checked: other names, e.g. `acc`, end the pattern).
 REPEATED_LINES = ["".join(f"{name} = {name} + {i + 1}\n" for _ in range(12))
                   for i, name in enumerate(["x", "y", "total", "count", "value", "step", "size", "a"])]
-
-
 CHAT = ["Explain why the sky is blue.", "Describe how bread is made.", "Why do we need sleep?",
         "Describe a walk in a forest.", "Explain how a bicycle works.", "Why do leaves change colour in autumn?",
         "Describe what a library is for.", "Explain how rain forms."]
@@ -62,55 +43,52 @@ STORIES = [f"Write a short story about {thing}." for thing in (
     "a lost umbrella", "a brave mouse", "a lighthouse keeper", "a robot who paints", "a quiet town",
     "a river journey", "an old clock", "a friendly dragon")]
 
-SPECDEC_WINS = Scenario("code", "raw", 0.03, "specdec", REPEATED_LINES,
-                        [r["prompt"] for r in humaneval_rows(limit=8)])
-NONE_WINS = Scenario("chat", "chat", 0.9, "none", CHAT, STORIES)
 
-
-def write_shards(tmp_path: Path, scenario: Scenario) -> None:
-    first, long = scenario.first_prompts, scenario.long_prompts
-    rows = [{"id": f"{scenario.kind}-{i}", "prompt": p} for i, p in enumerate(first)] + [
-        {"id": f"{scenario.kind}-{len(first) + i}", "prompt": p, "max_tokens": LONG_TOKENS} for i, p in enumerate(long)]
+def write_kind(tmp_path: Path, kind: str, first: list[str], long: list[str]) -> None:
+    """16 rows in 4 shards: `first` (the pilot samples these), then `long`, LONG_TOKENS each;
+    chat rows carry their prompt as a chat turn (the run completes plain prompts as raw text)."""
+    turn = (lambda p: {"messages": json.dumps([{"role": "user", "content": p}])}) if kind == "chat" else (lambda p: {})
+    rows = [{"id": f"{kind}-{i}", "prompt": p, **turn(p)} for i, p in enumerate(first)] + [
+        {"id": f"{kind}-{len(first) + i}", "prompt": p, **turn(p), "max_tokens": LONG_TOKENS} for i, p in enumerate(long)]
     for n, shard in enumerate(SHARDS):
-        write_shard(tmp_path / "src" / scenario.kind / shard, rows[4 * n: 4 * n + 4])
+        write_shard(tmp_path / "src" / kind / shard, rows[4 * n: 4 * n + 4])
 
 
-def cli_args(params: dict) -> list[str]:
-    return [arg for key, value in params.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
-
-
-@pytest.mark.parametrize("scenario", [SPECDEC_WINS, NONE_WINS], ids=["specdec-wins", "none-wins"])
-def test_a_killed_auto_run_resumes_on_its_pilots_choice_with_every_row_once(
-        scenario, tmp_path, prefect_server, prefect_api, engine_factory, engine_config, monkeypatch):
-    """1. `specdec run --method auto` pilots the kind on none and on specdec, chooses as
-    designed, stages the decision, and is SIGKILLed once its first shard is committed: the
-    decision is in DuckDB already, the long shards are not. 2. The resume (same run) reads the
-    decision: no pilot, only the chosen engine asked for, none started. 3. Every row exactly
-    once, every shard generated by the chosen method, one decision for the kind in
+def test_a_killed_auto_run_resumes_on_each_kinds_pilot_choice_with_every_row_once(
+        tmp_path, prefect_server, prefect_api, engine_factory, engine_config, monkeypatch):
+    """1. `specdec run --method auto` pilots each kind on none and on specdec, chooses as
+    designed, stages each decision, and is SIGKILLed once code's first shard is committed: both
+    decisions are in DuckDB already, code's long shards are not. 2. The resume (same run) reads
+    the decisions: no pilot, only specdec asked for, no engine started. 3. Every row exactly once,
+    on its kind's engine but for the pilot's share on the other, one decision per kind in
     v_pilot_decisions: the killed run's, with the kind's totals."""
-    write_shards(tmp_path, scenario)
-    params = scenario.params(tmp_path)
-    db, kind = Path(params["db"]), scenario.kind
-    log = kill_flow_process_mid_stream(prefect_server, cli_args(params), tmp_path / "killed.log", timeout=600)
+    write_kind(tmp_path, "chat", CHAT, STORIES)
+    write_kind(tmp_path, "code", REPEATED_LINES, [r["prompt"] for r in humaneval_rows(limit=8)])
+    params = dict(source=str(tmp_path / "src"), db=str(tmp_path / "r.duckdb"), staging=str(tmp_path / "staging"),
+                  method="auto", prompt_format="raw", max_tokens=64, batch_size=16, kv_cache_gib=1.0,
+                  pilot_requests=4, pilot_min_requests=8, pilot_margin=MARGIN)  # engine: the session's
+    db = Path(params["db"])
+    args = [arg for key, value in params.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
+    log = kill_flow_process_mid_stream(prefect_server, args, tmp_path / "killed.log", timeout=900,
+                                       until=lambda log: "ingested" in log.partition("code: specdec")[2])
 
-    decided = query(db, "SELECT kind, method, reason, speedup, pilot_none_tokens_per_s, pilot_specdec_tokens_per_s "
-                        "FROM v_pilot_decisions")
-    assert [row[:2] for row in decided] == [(kind, scenario.chosen)], (decided, log[-3000:])
-    reason, speedup = decided[0][2:4]
-    assert re.findall(rf"{kind}: specdec [\d.]+x none in the pilot[^\n]*", log) == [reason]
-    assert f"(2 requests on none, 2 on specdec, margin {scenario.margin:.0%}): ran {scenario.chosen}" in reason
-    assert (speedup > 1 + scenario.margin) if scenario.chosen == "specdec" else (speedup <= 1 + scenario.margin)
+    decided = query(db, "SELECT kind, method, reason, speedup FROM v_pilot_decisions ORDER BY ordinal")
+    assert [row[:2] for row in decided] == list(CHOSEN.items()), (decided, log[-3000:])
+    for kind, method, reason, speedup in decided:
+        assert re.findall(rf"{kind}: specdec [\d.]+x none in the pilot[^\n]*", log) == [reason]
+        assert f"(2 requests on none, 2 on specdec, margin 50%): ran {method}" in reason
+        assert (speedup > 1 + MARGIN) if method == "specdec" else (speedup <= 1 + MARGIN)
     (run_id,) = query(db, "SELECT run_id FROM runs")[0]
     committed = dict(query(db, "SELECT shard_id, generated_at FROM shards WHERE status = 'ingested'"))
-    assert f"{kind}/{SHARDS[0]}" in committed
-    staged = {shard for shard in SHARDS if Staging(params["staging"]).read_manifest(run_id, f"{kind}/{shard}")}
+    assert {f"chat/{shard}" for shard in SHARDS} | {f"code/{SHARDS[0]}"} <= set(committed)
+    staged = {shard for shard in SHARDS if Staging(params["staging"]).read_manifest(run_id, f"code/{shard}")}
     assert not staged & set(SHARDS[2:]), (staged, log[-3000:])  # in the engine when killed: not committed
 
-    # The resume, in this process, on the session's engine for the chosen method.
-    chosen = FlowParams(**params).generation_params().model_copy(update={"method": scenario.chosen})
+    # The resume, in this process, on the session's specdec engine (chat is done).
+    chosen = FlowParams(**params).generation_params().model_copy(update={"method": "specdec"})
     key = engine_cache.engine_configs(chosen)
     assert key[0] == engine_config  # the session's engine runs exactly the run's engine config
-    monkeypatch.setitem(engine_cache._ENGINES, key, engine_factory(scenario.chosen))
+    monkeypatch.setitem(engine_cache._ENGINES, key, engine_factory("specdec"))
     pilots, asked = [], []
     real_pilot, real_get_engine = generate_mod._pilot, generate_mod.get_engine
     monkeypatch.setattr(generate_mod, "_pilot", lambda *a, **kw: pilots.append(a[0]) or real_pilot(*a, **kw))
@@ -119,28 +97,24 @@ def test_a_killed_auto_run_resumes_on_its_pilots_choice_with_every_row_once(
     starts = engine_cache.ENGINE_STARTS
     from flows.generation import speculative_generation
 
-    assert speculative_generation(**params) == {"run_id": run_id, "num_shards": 4, "num_prompts": 16}
-    assert pilots == [] and set(asked) == {scenario.chosen} and engine_cache.ENGINE_STARTS == starts
+    assert speculative_generation(**params) == {"run_id": run_id, "num_shards": 8, "num_prompts": 32}
+    assert pilots == [] and set(asked) == {"specdec"} and engine_cache.ENGINE_STARTS == starts
 
-    assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(16, 16)]
-    # Every row once, on the chosen engine but for the pilot's share on the other engine in the
-    # shards the killed run staged (kept, and named so); the others ran again, whole, on the
-    # chosen engine. The pilot took rows 0, 2, 4, 6 of the first 8: none 0 and 4, specdec 2 and 6.
-    other = "none" if scenario.chosen == "specdec" else "specdec"
-    first = 0 if other == "none" else 2
-    on_other = {f"{kind}-{4 * n + first}" for n in (0, 1) if SHARDS[n] in staged}
-    assert {row_id for row_id, in query(db, "SELECT id FROM request_stats WHERE method = ?", [other])} == on_other
-    assert query(db, "SELECT count(*) FROM request_stats WHERE method = ?", [scenario.chosen]) == [
-        (16 - len(on_other),)]
+    assert query(db, "SELECT count(*), count(DISTINCT id) FROM outputs") == [(32, 32)]
+    # Every row once, on its kind's engine but for the pilot's share on the other engine in the
+    # shards the killed run staged (kept, and named so); code's others ran again, whole, on
+    # specdec. Each pilot took rows 0, 2, 4, 6 of its kind's first 8: none 0 and 4, specdec 2 and 6.
+    on_other = {"chat-2", "chat-6"} | {f"code-{4 * n}" for n in (0, 1) if SHARDS[n] in staged}
+    engines = query(db, "SELECT id, method FROM request_stats")
+    assert {row_id for row_id, method in engines if method != CHOSEN[row_id.split("-")[0]]} == on_other
     drafted = dict(query(db, "SELECT method, count(*) FILTER (WHERE num_drafts > 0) FROM request_stats GROUP BY 1"))
-    # none drafts nothing; specdec drafts every repeated line it ran (all but the 2 on none)
-    assert drafted["none"] == 0
-    assert drafted["specdec"] >= (len(REPEATED_LINES) - 2 if scenario.chosen == "specdec" else 0)
+    assert drafted["none"] == 0  # none drafts nothing; specdec every repeated line it ran (all but 2)
+    assert drafted["specdec"] >= len(REPEATED_LINES) - 2
     assert query(db, "SELECT input_rows, output_rows, quarantined_rows, balanced FROM v_run_accounting") == [
-        (16, 16, 0, True)]
+        (32, 32, 0, True)]
     assert query(db, "SELECT shard_id, status, kind, method FROM shards ORDER BY 1") == [
-        (f"{kind}/{shard}", "ingested", kind, scenario.chosen) for shard in SHARDS]
+        (f"{kind}/{shard}", "ingested", kind, method) for kind, method in CHOSEN.items() for shard in SHARDS]
     resumed = dict(query(db, "SELECT shard_id, generated_at FROM shards"))
     assert {shard: resumed[shard] for shard in committed} == committed  # not generated again
-    assert query(db, "SELECT kind, method, reason, speedup, shards_done, num_prompts FROM v_pilot_decisions") == [
-        (kind, scenario.chosen, reason, speedup, 4, 16)]
+    assert query(db, "SELECT kind, method, reason, speedup, shards_done, num_prompts FROM v_pilot_decisions "
+                     "ORDER BY ordinal") == [(*row, 4, 16) for row in decided]
