@@ -136,6 +136,7 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
     engine_configs(params)  # checked before any shard is read, as for one method
     totals = StreamTotals()
     decided = dict(decided)
+    chosen = params
     for kind, segment in itertools.groupby(shards, key=lambda shard: shard.kind):
         head: list[ShardRows[C]] = []
         piloted: dict[str, ShardRequests[C]] = {}
@@ -150,10 +151,14 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
             decided[kind] = decision
             on_decision(decision)
         chosen = params.model_copy(update={"method": decision.method})
-        close_other_engines(chosen)
+        if not engines_fit_together():  # on a GPU the other engine's memory is needed now
+            close_other_engines(chosen)
         totals.add(_generate_stream(itertools.chain(head, segment), chosen, config_hash, config, on_done,
                                     piloted=piloted, decision=decision, pilot_start_s=pilot_totals.engine_start_s,
                                     **stream))
+    # Where both fit, the other engine stayed up for the next kind's pilot; it goes now, in the
+    # background (stopping an engine takes seconds of CPU, which would slow the stream beside it).
+    close_other_engines(chosen)
     return totals
 
 
