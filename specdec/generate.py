@@ -194,8 +194,11 @@ def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
     totals = StreamTotals(engine_start_s=holders["none"].start_s)
     if num_requests < params.pilot_min_requests:
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
+    # Turns only where both engines fit, and never in chunks under a batch (a half-empty batch
+    # costs nearly a full one's step on a CPU)
+    turns = min(pilot.ROUNDS_TOGETHER, params.pilot_requests // (len(pilot.METHODS) * params.batch_size))
     decision = pilot.run(kind, pilot.sample(list(piloted.values()), params.pilot_requests), holders, params,
-                         rounds=pilot.ROUNDS_TOGETHER if engines_fit_together() else 1)
+                         rounds=max(1, turns) if engines_fit_together() else 1)
     totals.busy_s += decision.none.engine_s + decision.specdec.engine_s
     totals.engine_start_s += decision.none.start_s + decision.specdec.start_s
     return decision, piloted, totals

@@ -132,9 +132,9 @@ def rows(prefix: str, n: int) -> list[PromptRow]:
             for i in range(n)]
 
 
-def run_auto(shards, decided: dict[str, PilotDecision] | None = None):
+def run_auto(shards, decided: dict[str, PilotDecision] | None = None, batch_size: int = 2):
     params = GenerationParams(method="auto", prompt_format="raw", max_tokens=12, pilot_requests=8,
-                              pilot_min_requests=24)
+                              pilot_min_requests=24, batch_size=batch_size)  # batch 2: two turns of 2 each
     done, decisions = {}, []
     totals = generate_shards(shards, params, params.config_hash(), {},
                              lambda key, out, error: done.setdefault(key, (out, error)),
@@ -182,20 +182,23 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     assert all(options == {"exact": True, "keep_others": True} for _, options in pilot_asks)
 
 
-@pytest.mark.parametrize(("together", "turns"), [(True, ["none", "specdec", "specdec", "none"]),
-                                                 (False, ["none", "specdec"])])
-def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, together, turns):
+@pytest.mark.parametrize(("together", "batch_size", "turns"), [
+    (True, 2, ["none", "specdec", "specdec", "none"]),
+    (True, 4, ["none", "specdec"]),  # a share of 4 at batch 4: no chunk under a batch
+    (False, 2, ["none", "specdec"]),
+])
+def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, together, batch_size, turns):
     started = fake_engines(monkeypatch, {"none": 2, "specdec": 1}, together)
     ran = []
     run_chunk = generate_mod.pilot.run_chunk
     monkeypatch.setattr(generate_mod.pilot, "run_chunk", lambda method, *a, **kw: ran.append(method) or run_chunk(method, *a, **kw))
-    done, decisions, _ = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)])
+    done, decisions, _ = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)], batch_size=batch_size)
     assert ran == turns  # engines that fit together take turns; a GPU's run one after the other
     assert [(d.kind, d.method) for d in decisions] == [("chat", "none")]
     assert decisions[0].speedup < 0.97
     assert all(out.method == "none" and out.results.num_rows == 10 for out, _ in done.values())
     assert generated(started) == {f"chat-{s}-{i}": 1 for s in range(3) for i in range(10)}
-    first_chunk = 2 if together else 4  # the warm-up: an engine's first chunk, a few tokens each
+    first_chunk = 2 if len(turns) == 4 else 4  # the warm-up: an engine's first chunk, a few tokens each
     assert len(started["none"][0].added) == first_chunk + 4 + 22  # warm-up, its 4 of the pilot, the 22 others
     assert len(started["specdec"][0].added) == first_chunk + 4
 
