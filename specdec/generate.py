@@ -165,8 +165,10 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
 def _take_requests(shards: Iterator[ShardRows[C]], num_requests: int, samples: int) -> list[ShardRows[C]]:
     """The first shards, until they hold `num_requests` requests (rows x samples) or run out."""
     taken: list[ShardRows[C]] = []
-    while _num_requests(taken, samples) < num_requests and (shard := next(shards, None)) is not None:
+    held = 0
+    while held < num_requests and (shard := next(shards, None)) is not None:
         taken.append(shard)
+        held += _num_requests([shard], samples)
     return taken
 
 
@@ -194,11 +196,8 @@ def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
     totals = StreamTotals(engine_start_s=holders["none"].start_s)
     if num_requests < params.pilot_min_requests:
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
-    # Turns only where both engines fit, and never in chunks under a batch (a half-empty batch
-    # costs nearly a full one's step on a CPU)
-    turns = min(pilot.ROUNDS_TOGETHER, params.pilot_requests // (len(pilot.METHODS) * params.batch_size))
     decision = pilot.run(kind, pilot.sample(list(piloted.values()), params.pilot_requests), holders, params,
-                         rounds=max(1, turns) if engines_fit_together() else 1)
+                         together=engines_fit_together())
     totals.busy_s += decision.none.engine_s + decision.specdec.engine_s
     totals.engine_start_s += decision.none.start_s + decision.specdec.start_s
     return decision, piloted, totals

@@ -121,12 +121,15 @@ def schedule(picks: Sequence[Pick], rounds: int) -> list[tuple[str, Chunk]]:
 
 
 def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], params: GenerationParams,
-        rounds: int) -> PilotDecision:
+        together: bool) -> PilotDecision:
     """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
-    result is kept in its shard (`ShardRequests.done`, naming its engine)."""
+    result is kept in its shard (`ShardRequests.done`, naming its engine). `together`: both
+    engines fit at once, so they take turns, in chunks of at least a batch (a half-empty batch
+    costs nearly a full one's step on a CPU)."""
+    turns = min(ROUNDS_TOGETHER, len(picks) // (len(METHODS) * params.batch_size)) if together else 1
     passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
     warm: set[str] = set()
-    for method, chunk in schedule(picks, rounds):
+    for method, chunk in schedule(picks, max(1, turns)):
         passes[method] = passes[method].plus(run_chunk(method, engines[method], chunk, params.sampling(),
                                                        params.stall_timeout_s, warm_up=method not in warm))
         warm.add(method)
@@ -150,10 +153,8 @@ def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: Samplin
         if outcome.error is None:
             shard, indices = outcome.shard.context
             shard.done.update((i, dataclasses.replace(r, method=method)) for i, r in zip(indices, outcome.results))
-            for source, drafted, accepted in zip(DRAFT_SOURCES, outcome.stats.drafted_by_source,
-                                                 outcome.stats.accepted_by_source):
-                was = shard.done_source_counts.get(source, (0, 0))
-                shard.done_source_counts[source] = (was[0] + drafted, was[1] + accepted)
+            shard.done_source_counts.append(dict(zip(DRAFT_SOURCES, zip(outcome.stats.drafted_by_source,
+                                                                        outcome.stats.accepted_by_source))))
             kept.extend(outcome.results)
 
     totals = run_stream(chunk, engine, sampling, keep, read_ahead_requests=sum(len(s.requests) for s in chunk),

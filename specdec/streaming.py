@@ -41,7 +41,7 @@ class ShardRequests(Generic[C]):
     expected_tokens: list[float] | None = None
     # requests already generated (method auto's pilot), by index, and their drafts by source
     done: dict[int, GenerationResult] = dataclasses.field(default_factory=dict)
-    done_source_counts: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    done_source_counts: list[dict[str, tuple[int, int]]] = dataclasses.field(default_factory=list)  # per pilot chunk
 
 
 @dataclasses.dataclass
@@ -279,7 +279,8 @@ class _StreamRunner(Generic[C]):
             del self.open[key]
             results = [r for r in shard.results if r is not None]
             stats = ShardStats.of_results(results)
-            stats.add_source_counts(shard.shard.done_source_counts)
+            for counts in shard.shard.done_source_counts:
+                stats.add_source_counts(counts)
             if self.stream is not None:
                 stats.add_source_counts(self.stream.take_source_counts(key, len(results)))
             self.finisher.put(ShardOutcome(shard.shard, results, stats, time.perf_counter() - shard.started))

@@ -3,7 +3,9 @@ batch sizes, two rounds. The prefix-cache reset, the prefill pass and the per-ro
 run for real; the scheduling itself is checked without an engine in
 tests/unit/test_bench_rounds.py. The rounds run on the suite's shared `none` and ngram[2..5]
 engines (test_engine_greedy.py, which runs just before, starts both): two engine starts
-(~1 min on 2 cores) spared, the rounds' own start and close logic still run."""
+(~1 min on 2 cores) spared. The rounds still ask for an engine per method and close it; here
+those calls are served by the shared engines, which stay up (a real start with the bench's
+own small config is not exercised)."""
 
 from __future__ import annotations
 
