@@ -17,7 +17,7 @@ from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_str
 from specdec.types import SamplingOptions
 
 METHODS = ("none", "specdec")
-# Where both engines fit together (vLLM's CPU build), each engine's share runs in two parts,
+# Where both engines fit together (vLLM's CPU build), each engine's share runs in two chunks,
 # none-specdec then specdec-none: a burst of outside load lands on both engines, not on one.
 ROUNDS_TOGETHER = 2
 WARM_UP_TOKENS = 4  # per request of an engine's first chunk, untimed
@@ -105,37 +105,29 @@ def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
 
 def schedule(picks: Sequence[Pick], rounds: int) -> list[tuple[str, Chunk]]:
     """The pilot's chunks in the order they run: neighbouring picks go to alternate engines
-    (none first), each engine's share cut into `rounds` parts, the engines' order alternating
-    round by round. Parts in a row on one engine run as one chunk (none, specdec+specdec, none):
-    every chunk ends in a drain, the batch emptying as its requests finish. A chunk holds one
-    sub-shard per shard (same key)."""
+    (none first), each engine's share cut into `rounds` chunks, the engines' order alternating
+    round by round: every chunk ends in a drain (its batch empties as its requests finish), so
+    both engines' shares are cut alike, or the engine of fewer, larger chunks would measure
+    faster. A chunk holds one sub-shard per shard (same key)."""
     shares = {method: picks[i::len(METHODS)] for i, method in enumerate(METHODS)}
-    runs: list[tuple[str, list[Pick]]] = []
+    order: list[tuple[str, Chunk]] = []
     for r in range(rounds):
         for method in (METHODS if r % 2 == 0 else METHODS[::-1]):
-            part = shares[method][len(shares[method]) * r // rounds:len(shares[method]) * (r + 1) // rounds]
-            if runs and runs[-1][0] == method:
-                runs[-1][1].extend(part)
-            elif part:
-                runs.append((method, list(part)))
-    return [(method, _chunk(part)) for method, part in runs]
-
-
-def _chunk(part: Sequence[Pick]) -> Chunk:
-    """The picks as sub-shards, one per shard, in order; context: (shard, indices)."""
-    chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
-    for shard, index in part:
-        sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
-        sub.requests.append(shard.requests[index])
-        sub.context[1].append(index)
-    return list(chunk.values())
+            chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
+            for shard, index in shares[method][len(shares[method]) * r // rounds:len(shares[method]) * (r + 1) // rounds]:
+                sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
+                sub.requests.append(shard.requests[index])
+                sub.context[1].append(index)
+            if chunk:
+                order.append((method, list(chunk.values())))
+    return order
 
 
 def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], params: GenerationParams,
         together: bool) -> PilotDecision:
     """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
     result is kept in its shard (`ShardRequests.done`, naming its engine). `together`: both
-    engines fit at once, so they take turns, in parts of at least a batch (a half-empty batch
+    engines fit at once, so they take turns, in chunks of at least a batch (a half-empty batch
     costs nearly a full one's step on a CPU)."""
     turns = min(ROUNDS_TOGETHER, len(picks) // (len(METHODS) * params.batch_size)) if together else 1
     passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}

@@ -65,11 +65,9 @@ def test_the_sample_spreads_over_every_shard_and_neighbours_alternate_between_th
                                               *(("c", i) for i in range(0, 24, 4))]
     assert len(sample(shards[:1], 99)) == 10  # never more than there are
     chunks = [(method, [(s.key, s.context[1]) for s in chunk]) for method, chunk in schedule(picks, rounds=2)]
-    # none takes the 1st, 3rd, ... pick, specdec the 2nd, 4th, ...; two rounds, the engines' order
-    # swapped; specdec's two parts in a row run as one chunk (one drain, not two)
-    assert chunks == [("none", [("a", [0, 8]), ("b", [6, 14])]),
-                      ("specdec", [("a", [4]), ("b", [2, 10, 18, 26]), ("c", [4, 12, 20])]),
-                      ("none", [("b", [22]), ("c", [0, 8, 16])])]
+    # none takes the 1st, 3rd, ... pick, specdec the 2nd, 4th, ...; two rounds, the engines' order swapped
+    assert chunks == [("none", [("a", [0, 8]), ("b", [6, 14])]), ("specdec", [("a", [4]), ("b", [2, 10, 18])]),
+                      ("specdec", [("b", [26]), ("c", [4, 12, 20])]), ("none", [("b", [22]), ("c", [0, 8, 16])])]
     ran = [(sub.context[0].key, i, r.id) for _, chunk in schedule(picks, rounds=2) for sub in chunk
            for i, r in zip(sub.context[1], sub.requests)]
     assert sorted((key, i) for key, i, _ in ran) == sorted((s.key, i) for s, i in picks)  # each pick once
@@ -171,8 +169,7 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     assert generated(started) == {f"{key}-{i}": 1 for key, n in (("code-0", 16), ("code-1", 16), ("tiny-0", 5))
                                   for i in range(n)}
     none_engine, specdec_engine = started["none"][0], started["specdec"][0]
-    # warm-up: an engine's first chunk (none's first of two, 2; specdec's only, 4)
-    assert (len(none_engine.added), len(specdec_engine.added)) == (2 + 4, 4 + 4 + 24 + 5)
+    assert (len(none_engine.added), len(specdec_engine.added)) == (2 + 4, 2 + 4 + 24 + 5)  # warm-up: a chunk, 2 each
     assert totals.num_output_tokens == 37 * 12  # the run's output, the kept pilot results among them
     pilot_s = decisions[0].none.engine_s + decisions[0].specdec.engine_s
     assert totals.busy_s > pilot_s > 0  # the user pays for the pilot: the run's engine time has it
@@ -186,14 +183,12 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
 
 
 @pytest.mark.parametrize(("together", "batch_size", "turns"), [
-    (True, 2, ["none", "specdec", "none"]),  # specdec's two parts in a row: one chunk
+    (True, 2, ["none", "specdec", "specdec", "none"]),
     (True, 4, ["none", "specdec"]),  # a share of 4 at batch 4: no chunk under a batch
     (False, 2, ["none", "specdec"]),
 ])
 def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, together, batch_size, turns):
-    # none 4x as many tokens per step: a double takes a whole chunk in one step, so specdec's one
-    # chunk of 4 costs as many steps as none's two of 2 and only the tokens per step differ
-    started = fake_engines(monkeypatch, {"none": 4, "specdec": 1}, together)
+    started = fake_engines(monkeypatch, {"none": 2, "specdec": 1}, together)
     ran = []
     run_chunk = generate_mod.pilot.run_chunk
     monkeypatch.setattr(generate_mod.pilot, "run_chunk", lambda method, *a, **kw: ran.append(method) or run_chunk(method, *a, **kw))
@@ -203,9 +198,9 @@ def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, toge
     assert decisions[0].speedup < 0.97
     assert all(out.method == "none" and out.results.num_rows == 10 for out, _ in done.values())
     assert generated(started) == {f"chat-{s}-{i}": 1 for s in range(3) for i in range(10)}
-    # the warm-up: an engine's first chunk, a few tokens each (none's first of two, specdec's only)
-    assert len(started["none"][0].added) == (2 if len(turns) == 3 else 4) + 4 + 22  # and its 4, the 22 others
-    assert len(started["specdec"][0].added) == 4 + 4
+    first_chunk = 2 if len(turns) == 4 else 4  # the warm-up: an engine's first chunk, a few tokens each
+    assert len(started["none"][0].added) == first_chunk + 4 + 22  # warm-up, its 4 of the pilot, the 22 others
+    assert len(started["specdec"][0].added) == first_chunk + 4
 
 
 def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):
