@@ -94,11 +94,13 @@ class VllmEngine:
     def close(self) -> None:
         """Stop vLLM's engine and worker processes now (instead of at interpreter exit);
         any that outlive vLLM's own shutdown are killed by PID."""
+        from vllm import envs
+
         self.alive = False
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         try:
-            if core is not None:
-                core.shutdown()
+            if core is not None:  # vLLM's own grace: its explicit shutdown() would wait a fixed 5 s
+                core.shutdown(timeout=envs.VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS)
         except Exception as exc:  # a dead or half-dead engine: its processes are killed below
             log.warning("vLLM engine shutdown failed (%s: %s); killing its processes", type(exc).__name__, exc)
         processes.stop(self.processes)
