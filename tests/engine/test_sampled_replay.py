@@ -18,7 +18,10 @@ from support.replay_requests import replay
 
 pytestmark = pytest.mark.slow
 
-MAX_TOKENS = 64
+# Prefill and decode of 128 requests dominate the test. The bound is set by the number of
+# requests more than by their length (drafts within a request are correlated): 48 tokens gave
+# bound 0.105, 64 gave 0.098, 32 gave 0.126 (over POWER).
+MAX_TOKENS = 48
 K = 4
 WORKLOAD = Workload(temperature=0.8, samples=8, seed=11)
 Z = 4.0  # two-sided p of about 6e-5 under "the rates agree"

@@ -30,6 +30,9 @@ pytestmark = pytest.mark.slow
 
 SECRET = "e2e-secret-Zq81xv"  # must never show up in logs or DuckDB
 FLOW_PARAMS = ["max_tokens=16", "batch_size=4", "kv_cache_gib=1"]
+# The cancelled run's later shards: 18 rows, hundreds of engine steps at batch 4, far more than
+# the seconds it runs before the cancel; the rerun generates them all (~10 s at 64 tokens on 2 cores).
+LONG_TOKENS = 64
 
 
 def prefect(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -134,8 +137,8 @@ def test_cancelled_then_rerun_by_deployment_gives_each_prompt_once(worker, prefe
     rows = humaneval_rows(limit=22)
     write_shard(tmp_path / "src/he-000.parquet", rows[:4])
     # Longer completions behind the first shard: still in the engine when it is committed.
-    write_shard(tmp_path / "src/he-001.parquet", [{**r, "max_tokens": 128} for r in rows[4:10]])
-    write_shard(tmp_path / "src/he-002.parquet", [{**r, "max_tokens": 128} for r in rows[10:]])
+    write_shard(tmp_path / "src/he-001.parquet", [{**r, "max_tokens": LONG_TOKENS} for r in rows[4:10]])
+    write_shard(tmp_path / "src/he-002.parquet", [{**r, "max_tokens": LONG_TOKENS} for r in rows[10:]])
     sizes = {"he-000.parquet": 4, "he-001.parquet": 6, "he-002.parquet": 12}
     db, staging = tmp_path / "r.duckdb", tmp_path / "staging"
 
