@@ -41,8 +41,14 @@ class PilotPass:
     def tokens_per_s(self) -> float:
         """Output tokens per engine-second at full batch; over the whole share where no step
         ran one (a share smaller than a batch)."""
-        if self.full_batch_s > 0:
-            return self.full_batch_output_tokens / self.full_batch_s
+        return self.full_batch_tokens_per_s if self.full_batch_s > 0 else self.whole_tokens_per_s
+
+    @property
+    def full_batch_tokens_per_s(self) -> float:
+        return self.full_batch_output_tokens / self.full_batch_s if self.full_batch_s > 0 else 0.0
+
+    @property
+    def whole_tokens_per_s(self) -> float:
         return self.num_output_tokens / self.engine_s if self.engine_s > 0 else 0.0
 
     def plus(self, other: "PilotPass") -> "PilotPass":
@@ -78,17 +84,21 @@ def kind_label(kind: str) -> str:
 
 
 def decide(kind: str, none: PilotPass, specdec: PilotPass, margin: float) -> PilotDecision:
-    """specdec when its tokens per engine-second at full batch beat none's by more than `margin` (a share);
-    none on a tie or within the margin: speculation has to pay to be chosen. A share that
-    produced nothing measurable (a sample cut short by bad rows) cannot win."""
-    if none.tokens_per_s <= 0 or specdec.tokens_per_s <= 0:
-        method = "specdec" if none.tokens_per_s <= 0 < specdec.tokens_per_s else "none"
+    """specdec when its tokens per engine-second at full batch (where both shares ran one) beat
+    none's by more than `margin` (a share); none on a tie or within the margin: speculation has
+    to pay to be chosen. A share that produced nothing measurable (a sample cut short by bad
+    rows) cannot win."""
+    if none.whole_tokens_per_s <= 0 or specdec.whole_tokens_per_s <= 0:
+        method = "specdec" if none.whole_tokens_per_s <= 0 < specdec.whole_tokens_per_s else "none"
         return PilotDecision(kind, method, f"{kind_label(kind)}: the pilot measured nothing on "
-                             f"{'none' if none.tokens_per_s <= 0 else 'specdec'}: ran {method}", None, margin,
+                             f"{'none' if none.whole_tokens_per_s <= 0 else 'specdec'}: ran {method}", None, margin,
                              none, specdec)
-    speedup = specdec.tokens_per_s / none.tokens_per_s
+    at_full_batch = min(none.full_batch_tokens_per_s, specdec.full_batch_tokens_per_s) > 0  # else whole shares
+    speedup = (specdec.full_batch_tokens_per_s / none.full_batch_tokens_per_s if at_full_batch
+               else specdec.whole_tokens_per_s / none.whole_tokens_per_s)
     method = "specdec" if speedup > 1.0 + margin else "none"
-    return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none at full batch in the pilot "
+    pace = " at full batch" if at_full_batch else ""
+    return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none{pace} in the pilot "
                          f"({none.num_requests} requests on none in {none.engine_s:.1f} s, {specdec.num_requests} on "
                          f"specdec in {specdec.engine_s:.1f} s, margin {margin:.0%}): ran {method}", speedup, margin,
                          none, specdec)

@@ -38,7 +38,7 @@ def test_specdec_is_chosen_only_beyond_the_margin(specdec_tokens, chosen):
     decision = decide("chat", measured("none", 1000, 10.0), measured("specdec", specdec_tokens, 10.0), 0.03)
     assert decision.method == chosen
     assert decision.speedup == pytest.approx(specdec_tokens / 1000)
-    assert decision.reason == (f"chat: specdec {specdec_tokens / 1000:.2f}x none at full batch in the pilot (32 requests on none "
+    assert decision.reason == (f"chat: specdec {specdec_tokens / 1000:.2f}x none in the pilot (32 requests on none "
                                f"in 10.0 s, 32 on specdec in 10.0 s, margin 3%): ran {chosen}")
 
 
@@ -57,7 +57,11 @@ def test_the_pace_is_taken_at_full_batch_where_the_share_ran_one():
     none = PilotPass("none", 32, 1000, 10.0, full_batch_output_tokens=800, full_batch_s=8.0)
     specdec = PilotPass("specdec", 32, 1000, 11.0, full_batch_output_tokens=700, full_batch_s=6.0)
     assert (none.tokens_per_s, specdec.tokens_per_s) == (100.0, pytest.approx(116.67, abs=0.01))
-    assert decide("chat", none, specdec, 0.03).method == "specdec"
+    assert decide("chat", none, specdec, 0.03).reason == ("chat: specdec 1.17x none at full batch in the pilot (32 "
+                                                         "requests on none in 10.0 s, 32 on specdec in 11.0 s, margin 3%): "
+                                                         "ran specdec")
+    # where one share never ran a full batch (a chunk cut short), both are compared whole
+    assert decide("chat", none, dataclasses.replace(specdec, full_batch_s=0.0), 0.03).speedup == pytest.approx(1000 / 11 / 100)
     both = none.plus(none)
     assert (both.engine_s, both.full_batch_output_tokens, both.full_batch_s) == (20.0, 1600, 16.0)
     # a share that never filled a batch, or a decision staged before the pace was kept: its whole share
