@@ -15,10 +15,10 @@ import pytest
 import specdec.generate as generate_mod
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
-from specdec.pilot import PilotDecision, PilotPass, decide, sample, schedule
+from specdec.pilot import PilotDecision, PilotPass, decide, run_chunk, sample, schedule
 from specdec.prompts import PromptRow
-from specdec.streaming import ShardRequests
-from specdec.types import GenerationRequest
+from specdec.streaming import EngineHolder, ShardRequests
+from specdec.types import GenerationRequest, SamplingOptions
 from support.echo_engine import EchoTokenizer
 from support.stepping import TokenByToken
 
@@ -69,6 +69,17 @@ def test_the_pace_is_taken_at_full_batch_where_the_share_ran_one():
     for name in ("none", "specdec"):
         del old[name]["full_batch_output_tokens"], old[name]["full_batch_s"]
     assert PilotDecision.from_dict(old).speedup == 3.0 and PilotDecision.from_dict(old).none.tokens_per_s == 50.0
+
+
+def test_a_chunk_reports_its_pace_at_full_batch_apart_from_its_drain():
+    engine = TokenByToken(max_num_seqs=2, step_s=0.001)
+    shard = ShardRequests("s", "s", [GenerationRequest(f"s{i}", (1, 2), n) for i, n in enumerate((2, 6, 3, 5))], None)
+    chunk = [ShardRequests("s", "s", shard.requests, (shard, [0, 1, 2, 3]))]
+    measured = run_chunk("none", EngineHolder(lambda: (engine, 0.0)), chunk, SamplingOptions(), 60.0, warm_up=False)
+    # a full batch of two for six steps (12 tokens), then the drain: the last request alone for four
+    assert (measured.num_output_tokens, measured.full_batch_output_tokens, engine.steps) == (16, 12, 10)
+    assert 0 < measured.full_batch_s < measured.engine_s
+    assert sorted(shard.done) == [0, 1, 2, 3]  # every result kept in its shard
 
 
 def test_decisions_survive_their_json():
