@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from specdec.datasets import humaneval_rows
 from support import BIN, REPO
 from support.db import query
 from support.process_tree import describe, descendants, wait_until_gone
-from support.processes import stop, wait_for
+from support.processes import stop_workers, wait_for
 from support.shards import write_shard
 from tasks.staging import Staging
 
@@ -59,7 +58,7 @@ def worker(prefect_server, s3_server, tmp_path_factory):
                             env=env, cwd=tmp_path_factory.mktemp("worker-cwd"), stdout=log, stderr=subprocess.STDOUT)
     wait_for(lambda: "started" in log_path.read_text().lower(), 60, "prefect worker", proc)
     yield env, log_path, proc
-    stop(proc, (signal.SIGINT, signal.SIGINT), timeout=30)  # a worker needs SIGINT twice
+    stop_workers([proc])
     log.close()
 
 

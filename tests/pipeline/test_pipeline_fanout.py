@@ -9,13 +9,10 @@ the parent's live progress counts both groups' shards. Each worker is pinned to 
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
-import time
 
 import pytest
 
@@ -23,7 +20,7 @@ from specdec.datasets import humaneval_rows
 from support import BIN, REPO
 from support.db import query
 from support.prefect_records import flow_run_logs, task_runs
-from support.processes import assert_loopback_only, stop, wait_for
+from support.processes import assert_loopback_only, stop_workers, wait_for
 from support.shards import write_shard
 from tasks import storage
 
@@ -60,13 +57,7 @@ def two_workers(prefect_server, s3_server, tmp_path_factory):
     for proc, (_, log_path) in zip(procs, logs):
         wait_for(lambda: "started" in log_path.read_text().lower(), 90, "prefect worker", proc)
     yield env
-    for proc in procs:  # both wind down at once; one that ran flows may need a second SIGINT
-        proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + 15
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        stop(proc, (signal.SIGINT,), timeout=15)  # a no-op for one that has exited
+    stop_workers(procs)  # both wind down at once
     for log, _ in logs:
         log.close()
 

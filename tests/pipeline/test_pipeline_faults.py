@@ -162,6 +162,13 @@ def flaky_s3(s3_env, make_bucket):
     proxy.close()
 
 
+class OneAttemptS3(storage.pafs.S3FileSystem):
+    """pyarrow's S3 filesystem without the client's own retries."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(retry_strategy=storage.pafs.AwsStandardS3RetryStrategy(max_attempts=1), **kwargs)
+
+
 def put_shards(endpoint: str, count: int, rows: int) -> None:
     fs, _ = storage.filesystem("s3://flaky", storage.S3Options(endpoint))
     for i in range(count):
@@ -220,6 +227,9 @@ def test_s3_gone_for_good_fails_clearly_after_the_retry_budget_without_partial_r
     put_shards(flaky_s3.endpoint, 2, 3)
     for name in ("stage_shard", "record_run", "ingest"):  # same retries, shorter waits
         monkeypatch.setattr(t, name, getattr(t, name).with_options(retry_delay_seconds=[0.5, 1, 2]))
+    # One attempt a call for the S3 client (its own three, with backoff, cost 1.8 s a failing
+    # call): the flow's task retries are under test, not the client's.
+    monkeypatch.setattr(storage.pafs, "S3FileSystem", OneAttemptS3)
 
     ingest_task = t.ingest
 

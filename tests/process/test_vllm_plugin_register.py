@@ -19,10 +19,36 @@ from support import REPO
 pytestmark = pytest.mark.slow
 
 
-def run_fresh(script: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def start_fresh(script: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`script` in a new interpreter of this environment, from the checkout."""
-    return subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def fresh_runs() -> dict[str, subprocess.CompletedProcess]:
+    """{name: finished run} of every script below, each in its own new interpreter, all started
+    at once: each spends ~9 s importing vLLM, one core's worth, so two run side by side."""
+    without_switch = {k: v for k, v in os.environ.items() if k != seeded_chunk.DISABLE_ENV}
+    procs = {
+        "expand_kernel": start_fresh(EXPAND_KERNEL_REGISTERS),
+        "seeded_chunk-on": start_fresh(SEEDED_CHUNK_REGISTERS, without_switch),
+        "seeded_chunk-switched_off": start_fresh(SEEDED_CHUNK_REGISTERS,
+                                                 {**without_switch, seeded_chunk.DISABLE_ENV: "1"}),
+        "top_k_only": start_fresh(TOP_K_ONLY_REGISTERS),
+        "recovered_draws": start_fresh(RECOVERED_DRAWS_SAME_AS_VLLM),
+    }
+    runs = {}
+    try:
+        for name, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=300)
+            runs[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    finally:
+        for proc in procs.values():  # any left after a timeout, by PID
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return runs
 
 
 def require_vllm_cpu() -> None:
@@ -56,9 +82,9 @@ print("REGISTER-OK")
 
 
 @pytest.mark.vllm_fix(expand_kernel)
-def test_expand_kernel_register_patches_vllm_and_is_idempotent() -> None:
+def test_expand_kernel_register_patches_vllm_and_is_idempotent(fresh_runs) -> None:
     require_vllm_cpu()
-    proc = run_fresh(EXPAND_KERNEL_REGISTERS)
+    proc = fresh_runs["expand_kernel"]
     assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -111,11 +137,8 @@ else:
 
 @pytest.mark.vllm_fix(seeded_chunk)
 @pytest.mark.parametrize("disabled", [False, True], ids=["on", "switched_off"])
-def test_seeded_chunk_register_patches_the_cpu_runner_per_switch(disabled: bool) -> None:
-    env = {k: v for k, v in os.environ.items() if k != seeded_chunk.DISABLE_ENV}
-    if disabled:
-        env[seeded_chunk.DISABLE_ENV] = "1"
-    proc = run_fresh(SEEDED_CHUNK_REGISTERS, env)
+def test_seeded_chunk_register_patches_the_cpu_runner_per_switch(disabled: bool, fresh_runs) -> None:
+    proc = fresh_runs[f"seeded_chunk-{'switched_off' if disabled else 'on'}"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     if disabled:
         assert "UNPATCHED" in proc.stdout and "REWIND-FAILED CPU Generator does not use offset" in proc.stdout
@@ -146,8 +169,8 @@ print("REGISTER-OK")
 
 
 @pytest.mark.vllm_fix(top_k_only)
-def test_top_k_only_register_patches_vllm_and_is_idempotent() -> None:
-    proc = run_fresh(TOP_K_ONLY_REGISTERS)
+def test_top_k_only_register_patches_vllm_and_is_idempotent(fresh_runs) -> None:
+    proc = fresh_runs["top_k_only"]
     assert proc.returncode == 0 and "REGISTER-OK" in proc.stdout, proc.stderr[-3000:]
 
 
@@ -192,8 +215,8 @@ print("SAME-AS-VLLM-OK", checked)
 
 
 @pytest.mark.vllm_fix(recovered_draws)
-def test_seeded_requests_recover_exactly_vllms_tokens_and_register_installs_it() -> None:
+def test_seeded_requests_recover_exactly_vllms_tokens_and_register_installs_it(fresh_runs) -> None:
     require_vllm_cpu()
     # holding vLLM's own function before the fix
-    proc = run_fresh(RECOVERED_DRAWS_SAME_AS_VLLM)
+    proc = fresh_runs["recovered_draws"]
     assert proc.returncode == 0 and "SAME-AS-VLLM-OK" in proc.stdout, proc.stderr[-3000:]

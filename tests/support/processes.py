@@ -62,6 +62,24 @@ def stop(proc: subprocess.Popen, signals=(signal.SIGINT,), timeout: float = 20) 
         proc.wait(10)
 
 
+def stop_workers(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
+    """Stop Prefect workers we started, all at once: SIGINT, then after `grace` seconds a second
+    SIGINT to those still up (Prefect's handler answers it with SIGKILL of the worker itself).
+    A worker that ran flows often waits out its first SIGINT for 15 s or more, with no flow
+    run of its own left by then (the tests wait for theirs to end)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for proc in procs:
+        stop(proc, (signal.SIGINT,), timeout=10)  # a no-op for one that has exited
+
+
 def listening_addresses(root_pid: int) -> dict[tuple[int, str], str]:
     """{(pid, process name): "ip:port"} of every listening TCP socket of `root_pid` and its
     descendants: the servers a test started."""
