@@ -136,7 +136,7 @@ class GenerationParams(BaseModel):
     read_ahead_requests: int = Field(4096, ge=1, description=(
         "requests read, validated and tokenized ahead of the engine (a bound on the worker's "
         "memory; a larger shard is still read, alone)"))
-    pilot_requests: int = Field(128, ge=2, description=(
+    pilot_requests: int = Field(64, ge=2, description=(
         "auto: requests of each kind of shard (its folder in the source) in the pilot, drawn evenly "
         "over the kind's first shards, neighbours on alternate engines (half on none, half on "
         "specdec); every result is kept, none runs twice"))

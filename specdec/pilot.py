@@ -145,9 +145,9 @@ def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], para
         together: bool) -> PilotDecision:
     """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
     result is kept in its shard (`ShardRequests.done`, naming its engine). `together`: both
-    engines fit at once, so they take turns, in chunks of at least two batches: a chunk keeps
-    its batch full (where its pace is taken) only while requests wait to join it."""
-    turns = min(ROUNDS_TOGETHER, len(picks) // (len(METHODS) * 2 * params.batch_size)) if together else 1
+    engines fit at once, so they take turns, in chunks of at least a batch: a chunk's pace is
+    taken while its batch is full."""
+    turns = min(ROUNDS_TOGETHER, len(picks) // (len(METHODS) * params.batch_size)) if together else 1
     passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
     warm: set[str] = set()
     for method, chunk in schedule(picks, max(1, turns)):

@@ -163,9 +163,9 @@ def rows(prefix: str, n: int) -> list[PromptRow]:
             for i in range(n)]
 
 
-def run_auto(shards, decided: dict[str, PilotDecision] | None = None, batch_size: int = 1):
+def run_auto(shards, decided: dict[str, PilotDecision] | None = None, batch_size: int = 2):
     params = GenerationParams(method="auto", prompt_format="raw", max_tokens=12, pilot_requests=8,
-                              pilot_min_requests=24, batch_size=batch_size)  # batch 1: two turns of 2 each
+                              pilot_min_requests=24, batch_size=batch_size)  # batch 2: two turns of 2 each
     done, decisions = {}, []
     totals = generate_shards(shards, params, params.config_hash(), {},
                              lambda key, out, error: done.setdefault(key, (out, error)),
@@ -214,9 +214,9 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
 
 
 @pytest.mark.parametrize(("together", "batch_size", "turns"), [
-    (True, 1, ["none", "specdec", "specdec", "none"]),
-    (True, 2, ["none", "specdec"]),  # a share of 4 at batch 2: no chunk under two batches
-    (False, 1, ["none", "specdec"]),
+    (True, 2, ["none", "specdec", "specdec", "none"]),
+    (True, 4, ["none", "specdec"]),  # a share of 4 at batch 4: no chunk under a batch
+    (False, 2, ["none", "specdec"]),
 ])
 def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, together, batch_size, turns):
     started = fake_engines(monkeypatch, {"none": 2, "specdec": 1}, together)

@@ -81,4 +81,4 @@ def test_bench_command_prices_auto_for_the_run_sizes_asked(monkeypatch, capfd):
     printed = capfd.readouterr().out
     # 100 requests: under the pilot's minimum, specdec without a pilot
     assert "auto[100] specdec" in printed and "auto[3000] " in printed
-    assert "its pilot running 128 of them, half on none and half on specdec (margin 3%)" in printed  # the defaults
+    assert "its pilot running 64 of them, half on none and half on specdec (margin 3%)" in printed  # the defaults
