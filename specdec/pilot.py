@@ -32,30 +32,16 @@ class PilotPass:
     num_output_tokens: int
     engine_s: float  # the engine's busy seconds over its share
     start_s: float = 0.0  # engine start paid for this share (0.0: one already running)
-    # of those, the steps that ran a full batch: the pace a stream keeps (a chunk's drain, its
-    # batch emptying as its requests finish, is not: it costs the engine of less even lengths more)
-    full_batch_output_tokens: int = 0
-    full_batch_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        """Output tokens per engine-second at full batch; over the whole share where no step
-        ran one (a share smaller than a batch)."""
-        return self.full_batch_tokens_per_s if self.full_batch_s > 0 else self.whole_tokens_per_s
-
-    @property
-    def full_batch_tokens_per_s(self) -> float:
-        return self.full_batch_output_tokens / self.full_batch_s if self.full_batch_s > 0 else 0.0
-
-    @property
-    def whole_tokens_per_s(self) -> float:
         return self.num_output_tokens / self.engine_s if self.engine_s > 0 else 0.0
 
     def plus(self, other: "PilotPass") -> "PilotPass":
         return PilotPass(self.method, *(getattr(self, f) + getattr(other, f) for f in _SUMMED))
 
 
-_SUMMED = ("num_requests", "num_output_tokens", "engine_s", "start_s", "full_batch_output_tokens", "full_batch_s")
+_SUMMED = ("num_requests", "num_output_tokens", "engine_s", "start_s")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +51,7 @@ class PilotDecision:
     kind: str  # the shards' folder inside the run's source ("": its top level, or one file)
     method: str  # none | specdec
     reason: str  # one sentence for a person
-    speedup: float | None  # specdec / none output tokens per engine-second at full batch; None: no pilot ran
+    speedup: float | None  # specdec / none output tokens per engine-second; None: no pilot ran
     margin: float
     none: PilotPass | None = None
     specdec: PilotPass | None = None
@@ -84,21 +70,17 @@ def kind_label(kind: str) -> str:
 
 
 def decide(kind: str, none: PilotPass, specdec: PilotPass, margin: float) -> PilotDecision:
-    """specdec when its tokens per engine-second at full batch (where both shares ran one) beat
-    none's by more than `margin` (a share); none on a tie or within the margin: speculation has
-    to pay to be chosen. A share that produced nothing measurable (a sample cut short by bad
-    rows) cannot win."""
-    if none.whole_tokens_per_s <= 0 or specdec.whole_tokens_per_s <= 0:
-        method = "specdec" if none.whole_tokens_per_s <= 0 < specdec.whole_tokens_per_s else "none"
+    """specdec when its tokens per engine-second beat none's by more than `margin` (a share);
+    none on a tie or within the margin: speculation has to pay to be chosen. A share that
+    produced nothing measurable (a sample cut short by bad rows) cannot win."""
+    if none.tokens_per_s <= 0 or specdec.tokens_per_s <= 0:
+        method = "specdec" if none.tokens_per_s <= 0 < specdec.tokens_per_s else "none"
         return PilotDecision(kind, method, f"{kind_label(kind)}: the pilot measured nothing on "
-                             f"{'none' if none.whole_tokens_per_s <= 0 else 'specdec'}: ran {method}", None, margin,
+                             f"{'none' if none.tokens_per_s <= 0 else 'specdec'}: ran {method}", None, margin,
                              none, specdec)
-    at_full_batch = min(none.full_batch_tokens_per_s, specdec.full_batch_tokens_per_s) > 0  # else whole shares
-    speedup = (specdec.full_batch_tokens_per_s / none.full_batch_tokens_per_s if at_full_batch
-               else specdec.whole_tokens_per_s / none.whole_tokens_per_s)
+    speedup = specdec.tokens_per_s / none.tokens_per_s
     method = "specdec" if speedup > 1.0 + margin else "none"
-    pace = " at full batch" if at_full_batch else ""
-    return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none{pace} in the pilot "
+    return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none in the pilot "
                          f"({none.num_requests} requests on none in {none.engine_s:.1f} s, {specdec.num_requests} on "
                          f"specdec in {specdec.engine_s:.1f} s, margin {margin:.0%}): ran {method}", speedup, margin,
                          none, specdec)
@@ -145,8 +127,8 @@ def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], para
         together: bool) -> PilotDecision:
     """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
     result is kept in its shard (`ShardRequests.done`, naming its engine). `together`: both
-    engines fit at once, so they take turns, in chunks of at least a batch: a chunk's pace is
-    taken while its batch is full."""
+    engines fit at once, so they take turns, in chunks of at least a batch (a half-empty batch
+    costs nearly a full one's step on a CPU)."""
     turns = min(ROUNDS_TOGETHER, len(picks) // (len(METHODS) * params.batch_size)) if together else 1
     passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
     warm: set[str] = set()
@@ -181,5 +163,4 @@ def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: Samplin
     totals = run_stream(chunk, engine, sampling, keep, read_ahead_requests=sum(len(s.requests) for s in chunk),
                         stall_timeout_s=stall_timeout_s)
     tokens = sum(len(r.output_token_ids) for r in kept)
-    return PilotPass(method, len(kept), tokens, totals.busy_s, engine.start_s - start_s,
-                     totals.full_batch_output_tokens, totals.full_batch_busy_s)
+    return PilotPass(method, len(kept), tokens, totals.busy_s, engine.start_s - start_s)

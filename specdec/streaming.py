@@ -61,9 +61,6 @@ class StreamTotals:
     num_shards: int = 0
     num_failed: int = 0
     num_output_tokens: int = 0
-    # the steps that ran a full batch (specdec.engines.engine_stream.FullBatchPace)
-    full_batch_busy_s: float = 0.0
-    full_batch_output_tokens: int = 0
 
     def add(self, other: "StreamTotals") -> None:
         for field in dataclasses.fields(self):
@@ -170,22 +167,17 @@ class _StreamRunner(Generic[C]):
         if self.stream is None or not getattr(self.engine, "alive", True):
             self.close_stream()
             self.engine = self.engines.get()
-            self.stream = EngineStream(self.engine, self.sampling, self._batch_size())
+            self.stream = EngineStream(self.engine, self.sampling)
             self.ending_told = False
             self._hook("set_stream_ending", False)
         return self.stream
 
     def close_stream(self) -> None:
         if self.stream is not None:
-            self._count_busy(self.stream)
+            self.totals.busy_s += self.stream.busy_s
             if getattr(self.engine, "alive", True):
                 self._hook("finish_stream")  # e.g. the drafter's cache file is written
             self.stream = None
-
-    def _count_busy(self, stream: EngineStream) -> None:
-        self.totals.busy_s += stream.busy_s
-        self.totals.full_batch_busy_s += stream.full.busy_s
-        self.totals.full_batch_output_tokens += stream.full.num_output_tokens
 
     def _hook(self, name: str, *args: Any) -> None:
         hook = getattr(self.engine, name, None)  # optional: test doubles may have none
@@ -219,10 +211,8 @@ class _StreamRunner(Generic[C]):
                 self._finished(item.owner, item.index, item.result)
 
     def _capacity(self) -> int:  # a full batch running and as many waiting
-        return 2 * self._batch_size()
-
-    def _batch_size(self) -> int:
-        return getattr(getattr(self.engine, "engine_config", None), "max_num_seqs", 16)
+        max_num_seqs = getattr(getattr(self.engine, "engine_config", None), "max_num_seqs", 16)
+        return 2 * max_num_seqs
 
     def _top_up(self) -> None:
         """Open every shard the source has ready, then add waiting requests up to the capacity."""
@@ -308,7 +298,7 @@ class _StreamRunner(Generic[C]):
             self.totals.num_failed += 1
             self.finisher.put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
         if self.stream is not None:
-            self._count_busy(self.stream)
+            self.totals.busy_s += self.stream.busy_s
             self.stream = None
         self.engines.drop()
         self.engine = None

@@ -1,7 +1,5 @@
 """Requests from many owners (shards) in flight in one engine, and what each one cost: the
 finished requests' `engine_s` add up to the engine's `busy_s` (docs/internals.md, "Statistics").
-Steps that ran a full batch are also summed apart (`full`): the pace a stream keeps, without
-a drain's half-empty steps.
 An engine that counts drafts by source also has `take_source_counts(request_ids) ->
 {request id: {source: (drafted, accepted)}}`, removing them from its counts."""
 
@@ -47,24 +45,13 @@ class Finished:
     result: GenerationResult  # with its attributed engine_s
 
 
-@dataclasses.dataclass
-class FullBatchPace:
-    """Output tokens and wall time of the steps that ran with a full batch in flight."""
-
-    num_output_tokens: int = 0
-    busy_s: float = 0.0
-
-
 class EngineStream:
-    """One engine's requests in flight, keyed by (owner, index). `batch_size`: the engine's
-    batch, for `full` (None: not summed)."""
+    """One engine's requests in flight, keyed by (owner, index)."""
 
-    def __init__(self, engine: RequestEngine, sampling: SamplingOptions, batch_size: int | None = None) -> None:
+    def __init__(self, engine: RequestEngine, sampling: SamplingOptions) -> None:
         self.engine = engine
         self.sampling = sampling
-        self.batch_size = batch_size
         self.busy_s = 0.0  # wall time with at least one request in the engine
-        self.full = FullBatchPace()
         self._in_flight: dict[str, _InFlight] = {}
         self._mark: float | None = None  # start of the interval the next step closes
         self._unattributed_s = 0.0  # time of steps that produced no output
@@ -104,15 +91,11 @@ class EngineStream:
     def step(self) -> list[Finished]:
         if not self._in_flight:
             return []
-        full = self.batch_size is not None and len(self._in_flight) >= self.batch_size
         updates = self.engine.step()
         now = time.perf_counter()
         assert self._mark is not None
         self._unattributed_s += now - self._mark
         self.busy_s += now - self._mark
-        if full:
-            self.full.busy_s += now - self._mark
-            self.full.num_output_tokens += sum(u.num_new_tokens for u in updates)
         self._mark = now
         self._attribute(updates)
         finished = []

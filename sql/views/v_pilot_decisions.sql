@@ -1,6 +1,6 @@
 -- Method auto, per run and shard kind: the engine the kind ran on and why (the pilot's
--- speed-up of specdec over none and each engine's output tokens per engine-second at full
--- batch on its share of the pilot sample), then what the kind's shards did on it. Kinds too small for a pilot show
+-- speed-up of specdec over none and each engine's output tokens per engine-second on its
+-- share of the pilot sample), then what the kind's shards did on it. Kinds too small for a pilot show
 -- with speedup and pilot figures NULL; tokens_per_engine_s is NULL unless every shard of the
 -- kind has engine time attributed.
 CREATE OR REPLACE VIEW v_pilot_decisions AS

@@ -15,10 +15,10 @@ import pytest
 import specdec.generate as generate_mod
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
-from specdec.pilot import PilotDecision, PilotPass, decide, run_chunk, sample, schedule
+from specdec.pilot import PilotDecision, PilotPass, decide, sample, schedule
 from specdec.prompts import PromptRow
-from specdec.streaming import EngineHolder, ShardRequests
-from specdec.types import GenerationRequest, SamplingOptions
+from specdec.streaming import ShardRequests
+from specdec.types import GenerationRequest
 from support.echo_engine import EchoTokenizer
 from support.stepping import TokenByToken
 
@@ -49,37 +49,6 @@ def test_a_pass_that_measured_nothing_cannot_win():
     assert (decision.method, decision.speedup) == ("none", None)
     assert "measured nothing on specdec" in decision.reason
     assert decide("", measured("none", 0, 0.0, 0), measured("specdec", 10, 1.0), 0.03).method == "specdec"
-
-
-def test_the_pace_is_taken_at_full_batch_where_the_share_ran_one():
-    # specdec's drain (its batch emptying as requests of uneven length finish) cost it more:
-    # over the whole share it is slower, at full batch (the shape a stream keeps) faster.
-    none = PilotPass("none", 32, 1000, 10.0, full_batch_output_tokens=800, full_batch_s=8.0)
-    specdec = PilotPass("specdec", 32, 1000, 11.0, full_batch_output_tokens=700, full_batch_s=6.0)
-    assert (none.tokens_per_s, specdec.tokens_per_s) == (100.0, pytest.approx(116.67, abs=0.01))
-    assert decide("chat", none, specdec, 0.03).reason == ("chat: specdec 1.17x none at full batch in the pilot (32 "
-                                                         "requests on none in 10.0 s, 32 on specdec in 11.0 s, margin 3%): "
-                                                         "ran specdec")
-    # where one share never ran a full batch (a chunk cut short), both are compared whole
-    assert decide("chat", none, dataclasses.replace(specdec, full_batch_s=0.0), 0.03).speedup == pytest.approx(1000 / 11 / 100)
-    both = none.plus(none)
-    assert (both.engine_s, both.full_batch_output_tokens, both.full_batch_s) == (20.0, 1600, 16.0)
-    # a share that never filled a batch, or a decision staged before the pace was kept: its whole share
-    old = dataclasses.asdict(decide("", measured("none", 100, 2.0), measured("specdec", 300, 2.0), 0.03))
-    for name in ("none", "specdec"):
-        del old[name]["full_batch_output_tokens"], old[name]["full_batch_s"]
-    assert PilotDecision.from_dict(old).speedup == 3.0 and PilotDecision.from_dict(old).none.tokens_per_s == 50.0
-
-
-def test_a_chunk_reports_its_pace_at_full_batch_apart_from_its_drain():
-    engine = TokenByToken(max_num_seqs=2, step_s=0.001)
-    shard = ShardRequests("s", "s", [GenerationRequest(f"s{i}", (1, 2), n) for i, n in enumerate((2, 6, 3, 5))], None)
-    chunk = [ShardRequests("s", "s", shard.requests, (shard, [0, 1, 2, 3]))]
-    measured = run_chunk("none", EngineHolder(lambda: (engine, 0.0)), chunk, SamplingOptions(), 60.0, warm_up=False)
-    # a full batch of two for six steps (12 tokens), then the drain: the last request alone for four
-    assert (measured.num_output_tokens, measured.full_batch_output_tokens, engine.steps) == (16, 12, 10)
-    assert 0 < measured.full_batch_s < measured.engine_s
-    assert sorted(shard.done) == [0, 1, 2, 3]  # every result kept in its shard
 
 
 def test_decisions_survive_their_json():

@@ -157,8 +157,7 @@ def test_a_database_from_before_the_pilot_gains_its_table_and_columns(tmp_path):
                 "num_rejected, num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens) "
                 "VALUES ('old', 'a', 'a', 'fp', 'h', 'ingested', 1, 0, 90, 30, 20, 80, 60)")
     applied = migrate(con)
-    assert applied == ["0027_shards_method", "0028_shards_kind", "0029_pilot_decisions", "0030_pilot_pace_at_full_batch",
-                       "v_pilot_decisions"]
+    assert applied == ["0027_shards_method", "0028_shards_kind", "0029_pilot_decisions", "v_pilot_decisions"]
     assert con.execute("SELECT shard_id, num_output_tokens, method, kind FROM shards").fetchall() == [
         ("a", 90, None, None)]
     assert con.execute("SELECT count(*) FROM v_pilot_decisions").fetchall() == [(0,)]

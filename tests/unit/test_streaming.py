@@ -93,23 +93,6 @@ def test_a_step_without_output_passes_its_time_on():
     assert sorted(f.index for f in finished) == [0, 1, 2]
 
 
-def test_steps_at_full_batch_are_summed_apart_from_the_drain():
-    engine = TokenByToken(max_num_seqs=2, step_s=0.001)
-    stream = EngineStream(engine, SamplingOptions(), batch_size=2)
-    for i, tokens in enumerate((2, 4, 4)):  # the third waits for the first to finish
-        stream.add("x", i, GenerationRequest(f"x{i}", (1, 2), max_tokens=tokens))
-    while stream.num_in_flight:
-        stream.step()
-    # four steps with two requests running (8 tokens), then two with the last one alone
-    assert (engine.steps, stream.full.num_output_tokens) == (6, 8)
-    assert 0 < stream.full.busy_s < stream.busy_s
-    unsized = EngineStream(TokenByToken(max_num_seqs=2), SamplingOptions())
-    unsized.add("x", 0, GenerationRequest("x0", (1,), max_tokens=2))
-    while unsized.num_in_flight:
-        unsized.step()
-    assert (unsized.full.num_output_tokens, unsized.full.busy_s) == (0, 0.0)  # no batch size: nothing summed
-
-
 class DraftsBySource(TokenByToken):
     """Each request drafts 2 tokens and has 1 accepted per output token, from the source its
     request's id names (`<source>-<n>`); `take_source_counts` follows the engine contract of
