@@ -7,7 +7,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -48,36 +48,31 @@ def poll(read: Callable[[], T], done: Callable[[T], bool], timeout: float = 60, 
     return value
 
 
-def stop(proc: subprocess.Popen, signals=(signal.SIGINT,), timeout: float = 20) -> None:
-    """Stop a process we started, by its PID: each signal in turn, then SIGKILL."""
+def stop(procs: subprocess.Popen | Sequence[subprocess.Popen], signals=(signal.SIGINT,), timeout: float = 20) -> None:
+    """Stop processes we started, by PID, all at once: each signal in turn to those still up
+    (waiting up to its share of `timeout` for them all), then SIGKILL."""
+    procs = [procs] if isinstance(procs, subprocess.Popen) else list(procs)
     for sig in signals:
-        if proc.poll() is None:
-            proc.send_signal(sig)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(sig)
+        deadline = time.monotonic() + timeout / len(signals)
+        for proc in procs:
             try:
-                proc.wait(timeout / len(signals))
+                proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(10)
-
-
-def stop_workers(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
-    """Stop Prefect workers we started, all at once: SIGINT, then after `grace` seconds a second
-    SIGINT to those still up (Prefect's handler answers it with SIGKILL of the worker itself).
-    A worker that ran flows often waits out its first SIGINT for 15 s or more, with no flow
-    run of its own left by then (the tests wait for theirs to end)."""
     for proc in procs:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    for proc in procs:
-        stop(proc, (signal.SIGINT,), timeout=10)  # a no-op for one that has exited
+            proc.kill()
+            proc.wait(10)
+
+
+def stop_workers(procs: Sequence[subprocess.Popen]) -> None:
+    """Stop Prefect workers we started. A worker that ran flows often waits out its first SIGINT
+    for 15 s or more (no flow run of its own left by then: the tests wait for theirs to end);
+    Prefect answers a second SIGINT by killing the worker itself."""
+    stop(procs, (signal.SIGINT, signal.SIGINT), timeout=10)
 
 
 def listening_addresses(root_pid: int) -> dict[tuple[int, str], str]:
