@@ -293,10 +293,8 @@ def run_bench_run(args: argparse.Namespace) -> int:
 def prepare_engine(params: GenerationParams, method: str) -> None:
     """Cached engines cold (no prefix cache, cold drafter); specdec's `none`: its engine with drafting
     off; auto's: a speculation-free engine (auto's pilot starts what else it needs)."""
-    if params.method != "auto":
-        engine_cache.get_engine(params)[0].set_drafting(method != "none")
-    elif method == "none":
-        engine_cache.get_engine(params.model_copy(update={"method": method}), exact=True)
+    if params.method != "auto" or method == "none":
+        engine_cache.get_engine(params.model_copy(update={"method": method}), exact=params.method == "auto")
     for engine in engine_cache.engines():
         engine_hooks.reset_prefix_cache(engine)
         engine_hooks.reset_proposer(engine)
@@ -331,8 +329,9 @@ def run_shard_rounds(shards: Sequence[ShardRows], params: GenerationParams, meth
     for round_, kind, _ in schedule(list(kinds), [params.batch_size], rounds):
         shape, method = kinds[kind]
         prepare(params, method)
-        seconds, tokens = measure_run(shards, params.model_copy(update={"method": method}) if params.method == "auto"
-                                      else params, shape, lambda decision: progress(f"  {decision.reason}"))
+        # each run asks for its own method: the engine cache switches a specdec engine's drafting to match
+        seconds, tokens = measure_run(shards, params.model_copy(update={"method": method}), shape,
+                                      lambda decision: progress(f"  {decision.reason}"))
         timings.append(Timing(round_, method, params.batch_size, tokens, 0.0, seconds, shape))
         progress(f"round {round_ + 1}/{rounds} {shape} {method}: {tokens} tokens in {seconds:.1f} s, "
                  f"{tokens / seconds:.1f} tokens/s")

@@ -72,7 +72,8 @@ class Engine(TokenByToken):
 
 def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
     engine = Engine(max_num_seqs=4)
-    monkeypatch.setattr(generate_mod, "get_engine", lambda params: (engine, 0.0))
+    asked: list[str] = []  # the method each run's stream asks the engine cache for
+    monkeypatch.setattr(generate_mod, "get_engine", lambda params: (asked.append(params.method), (engine, 0.0))[1])
     rows = [PromptRow(i, f"r{i}", "x" * (1 + 5 * i), None, None) for i in range(8)]
     shards = [generate_mod.ShardRows(f"s{i}", f"s{i}", rows[2 * i : 2 * i + 2], []) for i in range(4)]
     prepared: list[str] = []
@@ -85,6 +86,8 @@ def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
     assert [(t.shape, t.method) for t in timings][4:] == [
         ("stream", "none"), ("sequential", "specdec"), ("sequential", "none"), ("stream", "specdec")]
     assert {t.num_output_tokens for t in timings} == {8 * 64}  # every request to max_tokens, every run
+    # none runs as none (the cache switches a specdec engine's drafting off), not as the bench's method
+    assert asked == ["specdec"] + [t.method for t in timings]
     records = throughput.make_run_records(timings, "d", shards, params)
     assert [(r.shape, r.method) for r in records] == [
         ("stream", "specdec"), ("stream", "none"), ("sequential", "specdec"), ("sequential", "none")]
