@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from specdec.step_cost import PrefillSample, StepSample
+from specdec.step_cost import PrefillSample, StepSample, fit_step_cost
 from specdec.config import EngineConfig, config_hash
 from specdec.engines.drafter_handle import DrafterHandle
 from specdec.models import specdec_home
@@ -29,7 +29,7 @@ LONG_BATCH = 4  # rows of the long-context batch, LONG_PROMPT_TOKENS each
 # k_max, which tells that term from the per-token one.
 FEW_DRAFTS = 1
 STEPS = 6
-STALE_FACTOR = 1.5  # a cached set this far off a fresh run's median step is measured again
+STALE_FACTOR = 1.5  # a cached set this far off fresh check runs' median steps is measured again
 _checked: set[Path] = set()  # cached sets already checked in this process
 # Part of the cache key: samples of an older layout or set of runs are measured again.
 SAMPLE_VERSION = 7
@@ -76,14 +76,29 @@ def calibrate(llm: Any, drafter: DrafterHandle, engine: EngineConfig, model_path
     return _samples(measured)
 
 
+def check_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[tuple[int, int, int]]:
+    """The runs a cached set is checked by: the lightest step (one row, no drafts) and the
+    heaviest short-prompt one (the largest batch with k_max drafts per row). Load during the
+    calibration slows the heavy steps more (they are compute-bound), so a set timed then can
+    still match today's light step; its heavy steps are what make drafts look dear."""
+    runs = calibration_runs(max_num_seqs, k_max, max_model_len)
+    short = [run for run in runs if run[2] == PROMPT_TOKENS]
+    return list(dict.fromkeys([runs[0], max(short, key=lambda run: run[0] * (run[1] + 1))]))
+
+
 def _still_true(llm: Any, drafter: DrafterHandle, engine: EngineConfig, k_max: int, measured: dict[str, list[dict[str, float]]]) -> bool:
-    """Whether the cached first run's median step is within STALE_FACTOR of a fresh run's."""
-    first_run = calibration_runs(engine.max_num_seqs, k_max, engine.max_model_len)[:1]
-    fresh = [s["seconds"] for s in _measure(llm, drafter, engine, k_max, first_run)["steps"]]
-    ratio = float(np.median([s["seconds"] for s in measured["steps"][: len(fresh)]]) / np.median(fresh)) if fresh else 0
-    still_true = 1 / STALE_FACTOR <= ratio <= STALE_FACTOR
+    """Whether the cached set's fitted step cost predicts each fresh check run's steps within
+    STALE_FACTOR (median over the run's steps)."""
+    model = fit_step_cost([StepSample(**step) for step in measured["steps"]])
+    runs, ratios = check_runs(engine.max_num_seqs, k_max, engine.max_model_len), []
+    for run in runs:
+        fresh = [StepSample(**step) for step in _measure(llm, drafter, engine, k_max, [run])["steps"]]
+        if model is not None and fresh:
+            ratios.append(float(np.median([model.seconds(*step[:-1]) / step.seconds for step in fresh])))
+    still_true = len(ratios) == len(runs) and all(1 / STALE_FACTOR <= ratio <= STALE_FACTOR for ratio in ratios)
     if not still_true:
-        log.warning("the cached step-cost calibration is %.2fx today's step time; measuring it again", ratio)
+        log.warning("the cached step-cost calibration predicts %s today's steps; measuring it again",
+                    ", ".join(f"{ratio:.2f}x" for ratio in ratios) or "none of")
     return still_true
 
 

@@ -136,18 +136,25 @@ def test_budget_engine_is_calibrated(speculative):
     assert model.seconds(rows, 2 * rows, rows * context, rows * context) > model.seconds(rows, rows, rows * context)
 
 
-def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory):
+def test_recalibration_measures_a_fresh_set_and_caches_it(engine_factory, tmp_path, monkeypatch):
     from specdec.engines import calibration
 
     engine = engine_factory("specdec", k_max=K_MAX)
     cfg = engine.engine_config
-    steps, prefills = engine_calls.recalibrate(engine)
-    runs = calibration.calibration_runs(cfg.max_num_seqs, K_MAX, cfg.max_model_len)
-    assert len(prefills) == len(runs)
-    # a new set in place of the loaded one, not added to it: at most one sample per decode step
-    assert len(runs) <= len(steps) <= len(runs) * (calibration.STEPS - 1)
-    forced = {s.num_tokens // s.num_seqs - 1 for s in steps if s.num_tokens % s.num_seqs == 0}
-    assert forced >= {0, K_MAX}  # steps without drafts and with k_max forced on every row
-    path = calibration.calibration_path(cfg, engine.model_path, K_MAX, engine.cpu_binding)
-    assert calibration.read_calibration(path) == (steps, prefills)
-    assert engine.step_cost() is not None
+    # Cached under a home of its own: a set timed beside other tests' work must not become the
+    # machine's (it would make drafts look dear to every later engine), nor stay in this one.
+    monkeypatch.setenv("SPECDEC_HOME", str(tmp_path))
+    try:
+        steps, prefills = engine_calls.recalibrate(engine)
+        runs = calibration.calibration_runs(cfg.max_num_seqs, K_MAX, cfg.max_model_len)
+        assert len(prefills) == len(runs)
+        # a new set in place of the loaded one, not added to it: at most one sample per decode step
+        assert len(runs) <= len(steps) <= len(runs) * (calibration.STEPS - 1)
+        forced = {s.num_tokens // s.num_seqs - 1 for s in steps if s.num_tokens % s.num_seqs == 0}
+        assert forced >= {0, K_MAX}  # steps without drafts and with k_max forced on every row
+        path = calibration.calibration_path(cfg, engine.model_path, K_MAX, engine.cpu_binding)
+        assert path.is_relative_to(tmp_path) and calibration.read_calibration(path) == (steps, prefills)
+        assert engine.step_cost() is not None
+    finally:
+        monkeypatch.undo()
+        calibration.calibrate(engine.llm, engine.drafter, cfg, engine.model_path, K_MAX, engine.cpu_binding)

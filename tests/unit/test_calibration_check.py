@@ -17,13 +17,15 @@ K_MAX = 4
 
 class FakeLlm:
     """vLLM's `LLM` as calibration drives it: every generation gives `STEPS - 1` clean decode
-    steps of `step_s` seconds each to the worker's calibration samples."""
+    steps to the worker's calibration samples, each `step_s` plus `token_s` per scheduled token
+    (rows and the draft tokens forced on each)."""
 
-    def __init__(self, step_s: float) -> None:
+    def __init__(self, step_s: float, token_s: float = 0.0) -> None:
         self.step_s = step_s
+        self.token_s = token_s
         self.generations = 0
         self._samples: list[dict[str, float]] = []
-        self._calibrating = False
+        self._forced: int | None = None  # draft tokens forced on each row while calibrating
 
     def get_tokenizer(self):
         return type("Tokenizer", (), {"vocab_size": 1000})()
@@ -33,17 +35,19 @@ class FakeLlm:
             self._samples = list(args[0])
             return [True]
         if method.__name__ == "start_calibration":
-            self._calibrating = True
+            self._forced = args[0]
             return [True]
         assert method.__name__ == "finish_calibration", method
-        self._calibrating = False
+        self._forced = None
         return [list(self._samples)]
 
     def generate(self, prompts, params, use_tqdm=False):
-        assert self._calibrating
+        assert self._forced is not None
         self.generations += 1
-        self._samples += [dict(num_seqs=len(prompts), num_tokens=len(prompts), num_kv_tokens=32 * len(prompts),
-                               num_draft_kv_tokens=0, seconds=self.step_s)] * (calibration.STEPS - 1)
+        rows, tokens = len(prompts), len(prompts) * (1 + self._forced)
+        self._samples += [dict(num_seqs=rows, num_tokens=tokens, num_kv_tokens=32 * rows,
+                               num_draft_kv_tokens=32 * rows if self._forced else 0,
+                               seconds=self.step_s + self.token_s * tokens)] * (calibration.STEPS - 1)
 
 
 @pytest.fixture
@@ -60,6 +64,7 @@ def calibrate(tmp_path, monkeypatch):
         return calibration.calibration_path(engine, Path("model"), K_MAX, {})
 
     run.num_runs = num_runs
+    run.num_checks = len(calibration.check_runs(engine.max_num_seqs, K_MAX, engine.max_model_len))
     return run
 
 
@@ -76,9 +81,9 @@ def test_a_cached_calibration_is_checked_once_per_process(calibrate):
     calibrate(same_process)  # measured in this process: no check
     assert same_process.generations == 0
 
-    later = FakeLlm(0.06)  # within the tolerance: one short check run, the cache kept
+    later = FakeLlm(0.06)  # within the tolerance: the short check runs, the cache kept
     calibrate(later, new_process=True)
-    assert later.generations == 1 and _cached_step_s(path) == {0.05}
+    assert later.generations == calibrate.num_checks == 2 and _cached_step_s(path) == {0.05}
 
 
 @pytest.mark.parametrize("step_s", [0.2, 0.01], ids=["measured-idle-now-loaded", "measured-loaded-now-idle"])
@@ -86,5 +91,17 @@ def test_a_calibration_off_from_todays_steps_is_measured_again(calibrate, step_s
     path = calibrate(FakeLlm(0.05))
     changed = FakeLlm(step_s)
     calibrate(changed, new_process=True)
-    assert changed.generations == 1 + calibrate.num_runs
+    assert changed.generations == calibrate.num_checks + calibrate.num_runs
     assert _cached_step_s(path) == {step_s}
+
+
+def test_a_set_whose_drafted_steps_were_timed_under_load_is_measured_again(calibrate):
+    # Timed while another process ran: steps of many tokens 10x dearer per token than today,
+    # a one-row step (what a check of the lightest run alone compares) within 20 % of today's.
+    loaded = FakeLlm(0.05, token_s=0.01)
+    path = calibrate(loaded)
+    today = FakeLlm(0.05, token_s=0.001)
+    assert (loaded.step_s + loaded.token_s) / (today.step_s + today.token_s) < calibration.STALE_FACTOR
+    calibrate(today, new_process=True)
+    assert today.generations == calibrate.num_checks + calibrate.num_runs
+    assert max(_cached_step_s(path)) < 0.05 + 0.01 * 16  # today's: the heaviest step of 16 rows x 5 tokens
