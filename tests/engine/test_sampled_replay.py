@@ -43,7 +43,6 @@ def _rate_and_se(drafted: list[int], accepted: list[int]) -> tuple[float, float]
 def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_factory, engine_config, humaneval_rows,
                                                                           tokenizer, default_model_dir, tmp_path,
                                                                           monkeypatch):
-    monkeypatch.setenv("SPECDEC_HOME", str(tmp_path))  # the reference is generated here, not read from a cache
     rows = prompt_requests(humaneval_rows, tokenizer, MAX_TOKENS, engine_config.max_model_len)
     # ngram[2..5] at K = 4, the engine test_engine_greedy.py and test_fidelity.py share:
     # deterministic drafts of up to four tokens, the argument's case position by position
@@ -53,8 +52,12 @@ def test_replayed_acceptance_with_sampled_references_matches_the_engines(engine_
     engine_rate, engine_se = _rate_and_se([sum(r.per_step_drafted) for r in results],
                                           [sum(r.per_step_accepted) for r in results])
 
+    plain = engine_factory("none")
+    # The reference is generated here, not read from a cache. Set only once both engines are up:
+    # an engine started under it would first convert the model into tmp_path (~7 s) and run that copy.
+    monkeypatch.setenv("SPECDEC_HOME", str(tmp_path))
     [references] = reference(rows, WORKLOAD, EngineConfig(max_model_len=2048), default_model_dir,
-                             tokenizer.eos_token_id, engine=engine_factory("none"))
+                             tokenizer.eos_token_id, engine=plain)
     replayed = replay(references, FixedK(ngram, VllmNgramProposer(ngram.ngram_min, ngram.ngram_max)))
     replay_rate, replay_se = _rate_and_se([sum(r.per_step_drafted) for r in replayed],
                                           [sum(r.per_step_accepted) for r in replayed])
