@@ -82,8 +82,8 @@ def check_runs(max_num_seqs: int, k_max: int, max_model_len: int) -> list[tuple[
     calibration slows the heavy steps more (they are compute-bound), so a set timed then can
     still match today's light step; its heavy steps are what make drafts look dear."""
     runs = calibration_runs(max_num_seqs, k_max, max_model_len)
-    short = [run for run in runs if run[2] == PROMPT_TOKENS]
-    return list(dict.fromkeys([runs[0], max(short, key=lambda run: run[0] * (run[1] + 1))]))
+    drafted = [run for run in runs if run[1] == k_max and run[2] == PROMPT_TOKENS]  # (batch, k_max, prompt)
+    return list(dict.fromkeys([runs[0], max(drafted)]))
 
 
 def _still_true(llm: Any, drafter: DrafterHandle, engine: EngineConfig, k_max: int, measured: dict[str, list[dict[str, float]]]) -> bool:

@@ -105,3 +105,10 @@ def test_a_set_whose_drafted_steps_were_timed_under_load_is_measured_again(calib
     calibrate(today, new_process=True)
     assert today.generations == calibrate.num_checks + calibrate.num_runs
     assert max(_cached_step_s(path)) < 0.05 + 0.01 * 16  # today's: the heaviest step of 16 rows x 5 tokens
+
+
+def test_the_check_runs_are_the_lightest_run_and_the_largest_batch_with_k_max_drafts():
+    prompt = calibration.PROMPT_TOKENS
+    assert calibration.check_runs(16, 4, 2048) == [(1, 0, prompt), (16, 4, prompt)]
+    # a large batch (a GPU's) is calibrated without drafts too: the check still takes a drafted run
+    assert calibration.check_runs(256, 8, 8192) == [(1, 0, prompt), (16, 8, prompt)]
