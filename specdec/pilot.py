@@ -140,9 +140,7 @@ def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: Samplin
               stall_timeout_s: float) -> PilotPass:
     """A chunk through one engine as one stream, its results and drafts by source kept in their
     shards; a sub-shard that fails (a stalled engine) counts for nothing and keeps nothing. Its
-    prefills are timed with it, as the run pays them: an untimed warm-up pass (a few tokens per
-    request first) cost a 512-request mixed run about 3 % (12.7-13.5 s of engine time, against
-    5-7 s more in the chunks without it) and changed no pilot's reading beyond the noise."""
+    prefills are timed with it, as the run pays them on either engine (no untimed warm-up)."""
     start_s, kept = engine.start_s, []
 
     def keep(outcome: ShardOutcome[tuple[ShardRequests[Any], list[int]]]) -> None:
