@@ -180,10 +180,10 @@ def _num_requests(shards: Sequence[ShardRows[C]], samples: int) -> int:
 def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
            strict: bool) -> tuple[pilot.PilotDecision, dict[str, ShardRequests[C]], StreamTotals]:
     """The kind's pilot over its first shards, skipped when they hold fewer than pilot_min_requests
-    requests that can run. Where both engines fit together (vLLM's CPU build) they stay up and take
-    turns, so the winner never starts twice. Returns the shards it tokenized by key, every pilot
+    requests that can run. Where both engines fit together (vLLM's CPU build) both stay up, so
+    the winner never starts twice. Returns the shards it tokenized by key, every pilot
     result in them (the stream keeps them), and its engine time."""
-    # keep_others: a specdec engine an earlier kind kept stays up for this pilot's turns
+    # keep_others: a specdec engine an earlier kind kept stays up for this pilot
     holders = {method: EngineHolder(functools.partial(get_engine, params.model_copy(update={"method": method}),
                                                       exact=True, keep_others=True)) for method in pilot.METHODS}
     piloted: dict[str, ShardRequests[C]] = {}
@@ -196,8 +196,7 @@ def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
     totals = StreamTotals(engine_start_s=holders["none"].start_s)
     if num_requests < params.pilot_min_requests:
         return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
-    decision = pilot.run(kind, pilot.sample(list(piloted.values()), params.pilot_requests), holders, params,
-                         together=engines_fit_together())
+    decision = pilot.run(kind, pilot.sample(list(piloted.values()), params.pilot_requests), holders, params)
     totals.busy_s += decision.none.engine_s + decision.specdec.engine_s
     totals.engine_start_s += decision.none.start_s + decision.specdec.start_s
     return decision, piloted, totals

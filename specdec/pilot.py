@@ -1,7 +1,7 @@
 """Method `auto`: which engine pays on this run's own data. A pilot splits a sample of a shard
 kind's requests between a speculation-free engine and specdec (neighbouring requests on
-alternate engines, every result kept: no request runs twice), and the kind continues on the
-faster one; speculation must win by a margin, since it also costs memory and a second engine
+alternate engines, every result kept: no request runs twice), each engine's share one chunk,
+and the kind continues on the faster one; speculation must win by a margin, since it also costs memory and a second engine
 start. This module holds the measurements and the decision; specdec.generate runs them.
 """
 
@@ -17,9 +17,6 @@ from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_str
 from specdec.types import SamplingOptions
 
 METHODS = ("none", "specdec")
-# Where both engines fit together (vLLM's CPU build), each engine's share runs in two chunks,
-# none-specdec then specdec-none: a burst of outside load lands on both engines, not on one.
-ROUNDS_TOGETHER = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +32,6 @@ class PilotPass:
     @property
     def tokens_per_s(self) -> float:
         return self.num_output_tokens / self.engine_s if self.engine_s > 0 else 0.0
-
-    def plus(self, other: "PilotPass") -> "PilotPass":
-        return PilotPass(self.method, *(getattr(self, f) + getattr(other, f) for f in _SUMMED))
-
-
-_SUMMED = ("num_requests", "num_output_tokens", "engine_s", "start_s")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,37 +93,30 @@ def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
     return [everything[int(i * step)] for i in range(min(size, len(everything)))]
 
 
-def schedule(picks: Sequence[Pick], rounds: int) -> list[tuple[str, Chunk]]:
+def schedule(picks: Sequence[Pick]) -> list[tuple[str, Chunk]]:
     """The pilot's chunks in the order they run: neighbouring picks go to alternate engines
-    (none first), each engine's share cut into `rounds` chunks, the engines' order alternating
-    round by round: every chunk ends in a drain (its batch empties as its requests finish), so
-    both engines' shares are cut alike, or the engine of fewer, larger chunks would measure
-    faster. A chunk holds one sub-shard per shard (same key)."""
-    shares = {method: picks[i::len(METHODS)] for i, method in enumerate(METHODS)}
+    (none first), each engine's share one chunk: every chunk ends in a drain (its batch empties as
+    its requests finish, steps running part-full), which one stream would not pay (two chunks per
+    engine and kind cost a 512-request code-edit and chat run 4 % more steps than `none`'s one
+    stream). A chunk holds one sub-shard per shard (same key)."""
     order: list[tuple[str, Chunk]] = []
-    for r in range(rounds):
-        for method in (METHODS if r % 2 == 0 else METHODS[::-1]):
-            chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
-            for shard, index in shares[method][len(shares[method]) * r // rounds:len(shares[method]) * (r + 1) // rounds]:
-                sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
-                sub.requests.append(shard.requests[index])
-                sub.context[1].append(index)
-            if chunk:
-                order.append((method, list(chunk.values())))
+    for i, method in enumerate(METHODS):
+        chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
+        for shard, index in picks[i::len(METHODS)]:
+            sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
+            sub.requests.append(shard.requests[index])
+            sub.context[1].append(index)
+        if chunk:
+            order.append((method, list(chunk.values())))
     return order
 
 
-def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], params: GenerationParams,
-        together: bool) -> PilotDecision:
+def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], params: GenerationParams) -> PilotDecision:
     """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
-    result is kept in its shard (`ShardRequests.done`, naming its engine). `together`: both
-    engines fit at once, so they take turns, in chunks of at least a batch (a half-empty batch
-    costs nearly a full one's step on a CPU)."""
-    turns = min(ROUNDS_TOGETHER, len(picks) // (len(METHODS) * params.batch_size)) if together else 1
+    result is kept in its shard (`ShardRequests.done`, naming its engine)."""
     passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
-    for method, chunk in schedule(picks, max(1, turns)):
-        passes[method] = passes[method].plus(run_chunk(method, engines[method], chunk, params.sampling(),
-                                                       params.stall_timeout_s))
+    for method, chunk in schedule(picks):
+        passes[method] = run_chunk(method, engines[method], chunk, params.sampling(), params.stall_timeout_s)
     return decide(kind, passes["none"], passes["specdec"], params.pilot_margin)
 
 
