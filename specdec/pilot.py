@@ -96,9 +96,8 @@ def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
 def schedule(picks: Sequence[Pick]) -> list[tuple[str, Chunk]]:
     """The pilot's chunks in the order they run: neighbouring picks go to alternate engines
     (none first), each engine's share one chunk: every chunk ends in a drain (its batch empties as
-    its requests finish, steps running part-full), which one stream would not pay (two chunks per
-    engine and kind cost a 512-request code-edit and chat run 4 % more steps than `none`'s one
-    stream). A chunk holds one sub-shard per shard (same key)."""
+    its requests finish, steps running part-full), which one stream would not pay, so the shares
+    are cut no finer. A chunk holds one sub-shard per shard (same key)."""
     order: list[tuple[str, Chunk]] = []
     for i, method in enumerate(METHODS):
         chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
