@@ -1,8 +1,9 @@
 """Method `auto`: which engine pays on this run's own data. A pilot splits a sample of a shard
 kind's requests between a speculation-free engine and specdec (neighbouring requests on
 alternate engines, every result kept: no request runs twice), each engine's share one chunk,
-and the kind continues on the faster one; speculation must win by a margin, since it also costs memory and a second engine
-start. This module holds the measurements and the decision; specdec.generate runs them.
+and the kind continues on the faster one; speculation must win by a margin, since it also
+costs memory and a second engine start. This module holds the measurements and the decision;
+specdec.generate runs them.
 """
 
 from __future__ import annotations
