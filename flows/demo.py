@@ -32,9 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--code-max-tokens", type=int, default=192,
                         help="most new tokens per code-editing answer (they restate the code)")
     parser.add_argument("--chat-max-tokens", type=int, default=96, help="most new tokens per chat answer")
-    parser.add_argument("--batch-size", type=int, default=16, help="requests running at once (one engine for all runs)")
+    parser.add_argument("--batch-size", type=int, default=8,
+                        help="requests running at once (one engine for all runs; each half of a pilot fills it)")
     parser.add_argument("--pilot-requests", type=int, default=16,
-                        help="auto: requests of each kind in the pilot, half on each engine (the demo's kinds are small)")
+                        help="auto: requests of each kind in the pilot, half on each engine, drawn from the kind's "
+                             "first shard (the demo's kinds are small)")
     parser.add_argument("--verbose", action="store_true", help="show the engine's and Prefect's logs here")
 
 
@@ -112,7 +114,7 @@ def _run(term: Console, out: Path, kind: str, method: str, args: argparse.Namesp
     run_name = f"{RUN_PREFIX}-{kind}" + ("" if method == "auto" else f"-{method}")
     term.status(f"run {run_name}: running ({method})")
     max_tokens = args.code_max_tokens if kind == "code-edit" else args.chat_max_tokens
-    # The pilot samples from the kind's first pilot_min_requests requests: here, the whole kind.
+    # The pilot samples from the kind's first pilot_min_requests requests: here, its first shard.
     pilot = {"pilot_requests": args.pilot_requests, "pilot_min_requests": args.prompts_per_shard}
     speculative_generation(source=str(out / "prompts"), shard_glob=f"{kind}/*.parquet", db=str(out / "specdec.duckdb"),
                            staging=str(out / "staging"), method=method, run_name=run_name,
@@ -135,9 +137,9 @@ def _pilot_lines(out: Path, run_name: str) -> list[str]:
     """What the run's pilot measured per kind and the engine the kind ran on."""
     _, rows = _query(out, "demo_pilot_by_kind", [run_name])
     lines = []
-    for kind, requests, none_tps, specdec_tps, speedup, ran, prompts, tps in rows:
-        measured = (f"specdec {speedup:.2f}x none in the pilot ({requests} requests, half on each engine: "
-                    f"{none_tps:.1f} vs {specdec_tps:.1f} tokens per engine-second)") if speedup is not None \
+    for kind, requests, basis, none_tps, specdec_tps, speedup, ran, prompts, tps in rows:
+        measured = (f"specdec {speedup:.2f}x none in the pilot ({requests} requests, half on each engine; on "
+                    f"{basis}: {none_tps:.1f} vs {specdec_tps:.1f} tokens/s)") if speedup is not None \
             else "no pilot (too few requests)"
         lines.append(f"{kind}: {measured}, ran {'without speculation' if ran == 'none' else 'specdec'}; "
                      f"{prompts} prompts at {tps or 0:.1f} tokens per engine-second")

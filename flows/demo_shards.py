@@ -64,13 +64,12 @@ def _without_docstring(code: str, function: ast.FunctionDef) -> str:
 DEMO_KINDS = ("code-edit", "chat")
 
 
-def demo_shards(output: str | Path, per_shard: int = 16, code_shards: int = 2) -> list[Path]:
-    """The demo's shards: `code_shards` shards of code-editing prompts (answers restate most
-    of the prompt: where speculation pays) under `code-edit/`, and one shard of ShareGPT chat
-    turns (little to draft from) under `chat/`."""
+def demo_shards(output: str | Path, per_shard: int = 16, shards_per_kind: int = 2) -> list[Path]:
+    """The demo's shards, `shards_per_kind` of each kind: code-editing prompts (answers restate
+    most of the prompt: where speculation pays) under `code-edit/`, and ShareGPT chat turns
+    (little to draft from) under `chat/`."""
     output = Path(output)
-    code = code_edit_rows(limit=code_shards * per_shard)
-    chat = sharegpt_rows(limit=per_shard, max_prompt_chars=400)
-    paths = [write_shard(code[i * per_shard:(i + 1) * per_shard], output / "code-edit" / f"code-edit-{i:03d}.parquet")
-             for i in range(code_shards)]
-    return [*paths, write_shard(chat, output / "chat" / "chat-000.parquet")]
+    rows = {"code-edit": code_edit_rows(limit=shards_per_kind * per_shard),
+            "chat": sharegpt_rows(limit=shards_per_kind * per_shard, max_prompt_chars=400)}
+    return [write_shard(rows[kind][i * per_shard:(i + 1) * per_shard], output / kind / f"{kind}-{i:03d}.parquet")
+            for kind in DEMO_KINDS for i in range(shards_per_kind)]

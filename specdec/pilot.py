@@ -2,7 +2,9 @@
 kind's requests between a speculation-free engine and specdec (neighbouring requests on
 alternate engines, every result kept: no request runs twice), each engine's share one chunk,
 and the kind continues on the faster one; speculation must win by a margin, since it also
-costs memory and a second engine start. This module holds the measurements and the decision;
+costs memory and a second engine start. The engines are compared on their full-batch steps,
+as most of a long run's steps are: a part-full step leaves none's rows idle where specdec
+fills them with drafts, so a share's start-up and drain would flatter speculation. This module holds the measurements and the decision;
 specdec.generate runs them.
 """
 
@@ -18,6 +20,9 @@ from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_str
 from specdec.types import SamplingOptions
 
 METHODS = ("none", "specdec")
+# What the decision compares: output tokens per second of the steps begun with a full batch
+# in flight, where both shares had such steps; else per engine-second of the whole shares.
+FULL_BATCH_STEPS, WHOLE_SHARES = "full-batch steps", "whole shares"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,10 +34,18 @@ class PilotPass:
     num_output_tokens: int
     engine_s: float  # the engine's busy seconds over its share
     start_s: float = 0.0  # engine start paid for this share (0.0: one already running)
+    full_batch_s: float = 0.0  # of engine_s, the steps begun with a full batch in flight
+    full_batch_tokens: int = 0  # the output tokens of those steps
 
     @property
     def tokens_per_s(self) -> float:
         return self.num_output_tokens / self.engine_s if self.engine_s > 0 else 0.0
+
+    def tokens_per_s_on(self, basis: str | None) -> float:
+        """Output tokens per second on `basis`: FULL_BATCH_STEPS, or else the whole share."""
+        if basis != FULL_BATCH_STEPS:
+            return self.tokens_per_s
+        return self.full_batch_tokens / self.full_batch_s if self.full_batch_s > 0 else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +59,7 @@ class PilotDecision:
     margin: float
     none: PilotPass | None = None
     specdec: PilotPass | None = None
+    basis: str | None = None  # the rates `speedup` compares (None: no pilot ran)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -61,20 +75,23 @@ def kind_label(kind: str) -> str:
 
 
 def decide(kind: str, none: PilotPass, specdec: PilotPass, margin: float) -> PilotDecision:
-    """specdec when its tokens per engine-second beat none's by more than `margin` (a share);
-    none on a tie or within the margin: speculation has to pay to be chosen. A share that
+    """specdec when its output tokens per second (`basis`) beat none's by more than `margin` (a
+    share); none on a tie or within the margin: speculation has to pay to be chosen. A share that
     produced nothing measurable (a sample cut short by bad rows) cannot win."""
-    if none.tokens_per_s <= 0 or specdec.tokens_per_s <= 0:
-        method = "specdec" if none.tokens_per_s <= 0 < specdec.tokens_per_s else "none"
+    basis = FULL_BATCH_STEPS if none.full_batch_s > 0 and specdec.full_batch_s > 0 else WHOLE_SHARES
+    none_rate, specdec_rate = none.tokens_per_s_on(basis), specdec.tokens_per_s_on(basis)
+    if none_rate <= 0 or specdec_rate <= 0:
+        method = "specdec" if none_rate <= 0 < specdec_rate else "none"
         return PilotDecision(kind, method, f"{kind_label(kind)}: the pilot measured nothing on "
-                             f"{'none' if none.tokens_per_s <= 0 else 'specdec'}: ran {method}", None, margin,
-                             none, specdec)
-    speedup = specdec.tokens_per_s / none.tokens_per_s
+                             f"{'none' if none_rate <= 0 else 'specdec'}: ran {method}", None, margin,
+                             none, specdec, basis)
+    speedup = specdec_rate / none_rate
     method = "specdec" if speedup > 1.0 + margin else "none"
-    return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none in the pilot "
+    where = "the pilot's full-batch steps" if basis == FULL_BATCH_STEPS else "the pilot"
+    return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none in {where} "
                          f"({none.num_requests} requests on none in {none.engine_s:.1f} s, {specdec.num_requests} on "
                          f"specdec in {specdec.engine_s:.1f} s, margin {margin:.0%}): ran {method}", speedup, margin,
-                         none, specdec)
+                         none, specdec, basis)
 
 
 def skipped(kind: str, num_requests: int, min_requests: int, margin: float) -> PilotDecision:
@@ -136,6 +153,7 @@ def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: Samplin
             kept.extend(outcome.results)
 
     totals = run_stream(chunk, engine, sampling, keep, read_ahead_requests=sum(len(s.requests) for s in chunk),
-                        stall_timeout_s=stall_timeout_s)
+                        stall_timeout_s=stall_timeout_s, run_tail=False)
     tokens = sum(len(r.output_token_ids) for r in kept)
-    return PilotPass(method, len(kept), tokens, totals.busy_s, engine.start_s - start_s)
+    return PilotPass(method, len(kept), tokens, totals.busy_s, engine.start_s - start_s, totals.full_batch_s,
+                     totals.full_batch_tokens)

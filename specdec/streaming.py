@@ -56,6 +56,8 @@ class ShardOutcome(Generic[C]):
 @dataclasses.dataclass
 class StreamTotals:
     busy_s: float = 0.0  # engine wall time with requests in it (all engines of the stream)
+    full_batch_s: float = 0.0  # of which steps begun with a full batch in flight (EngineStream.full_batch_s)
+    full_batch_tokens: int = 0  # the output tokens of those steps
     wall_s: float = 0.0
     engine_start_s: float = 0.0
     num_shards: int = 0
@@ -119,14 +121,15 @@ class EngineHolder:
 def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, sampling: SamplingOptions,
                on_outcome: Callable[[ShardOutcome[C]], None], *, read_ahead_requests: int,
                stall_timeout_s: float | None = None, sequential: bool = False,
-               on_progress: Callable[[GenerationResult], None] | None = None) -> StreamTotals:
+               on_progress: Callable[[GenerationResult], None] | None = None, run_tail: bool = True) -> StreamTotals:
     """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
-    background thread unless `sequential`). Raises what the caller's `loads` raised, the
-    first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
+    background thread unless `sequential`). `run_tail`: the stream's end is the run's (False:
+    more of the run follows, as after a pilot's chunk). Raises what the caller's `loads` raised,
+    the first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
     source: Source[ShardRequests[C]] = Inline(loads) if sequential else \
         ReadAhead(loads, read_ahead_requests, lambda shard: len(shard.requests))
     finisher = Finisher(on_outcome, inline=sequential, name=lambda outcome: outcome.shard.source)
-    runner = _StreamRunner(engines, sampling, source, finisher, stall_timeout_s, sequential, on_progress)
+    runner = _StreamRunner(engines, sampling, source, finisher, stall_timeout_s, sequential, on_progress, run_tail)
     started = time.perf_counter()
     try:
         runner.run()
@@ -145,7 +148,7 @@ def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, samplin
 class _StreamRunner(Generic[C]):
     def __init__(self, engines: EngineHolder, sampling: SamplingOptions, source: Source[ShardRequests[C]],
                  finisher: Finisher[ShardOutcome[C]], stall_timeout_s: float | None, sequential: bool,
-                 on_progress: Callable[[GenerationResult], None] | None) -> None:
+                 on_progress: Callable[[GenerationResult], None] | None, run_tail: bool) -> None:
         self.engines = engines
         self.sampling = sampling
         self.source = source
@@ -153,6 +156,7 @@ class _StreamRunner(Generic[C]):
         self.stall_timeout_s = stall_timeout_s
         self.sequential = sequential
         self.on_progress = on_progress
+        self.run_tail = run_tail
         self.totals = StreamTotals()
         self.engine: Any = None
         self.stream: EngineStream | None = None
@@ -167,17 +171,23 @@ class _StreamRunner(Generic[C]):
         if self.stream is None or not getattr(self.engine, "alive", True):
             self.close_stream()
             self.engine = self.engines.get()
-            self.stream = EngineStream(self.engine, self.sampling)
+            self.stream = EngineStream(self.engine, self.sampling, full_batch=self._batch())
             self.ending_told = False
             self._hook("set_stream_ending", False)
         return self.stream
 
     def close_stream(self) -> None:
         if self.stream is not None:
-            self.totals.busy_s += self.stream.busy_s
+            self._add_stream_times()
             if getattr(self.engine, "alive", True):
                 self._hook("finish_stream")  # e.g. the drafter's cache file is written
             self.stream = None
+
+    def _add_stream_times(self) -> None:
+        assert self.stream is not None
+        self.totals.busy_s += self.stream.busy_s
+        self.totals.full_batch_s += self.stream.full_batch_s
+        self.totals.full_batch_tokens += self.stream.full_batch_tokens
 
     def _hook(self, name: str, *args: Any) -> None:
         hook = getattr(self.engine, name, None)  # optional: test doubles may have none
@@ -210,9 +220,11 @@ class _StreamRunner(Generic[C]):
             for item in finished:
                 self._finished(item.owner, item.index, item.result)
 
+    def _batch(self) -> int:  # the engine's batch: requests it runs at once
+        return getattr(getattr(self.engine, "engine_config", None), "max_num_seqs", 16)
+
     def _capacity(self) -> int:  # a full batch running and as many waiting
-        max_num_seqs = getattr(getattr(self.engine, "engine_config", None), "max_num_seqs", 16)
-        return 2 * max_num_seqs
+        return 2 * self._batch()
 
     def _top_up(self) -> None:
         """Open every shard the source has ready, then add waiting requests up to the capacity."""
@@ -238,7 +250,8 @@ class _StreamRunner(Generic[C]):
                 shard.num_added += 1
                 added += 1
             self.source.release(added)
-        if self.source.exhausted and not self.waiting and self.stream is not None and not self.ending_told:
+        if self.run_tail and self.source.exhausted and not self.waiting and self.stream is not None \
+                and not self.ending_told:
             self.ending_told = True
             self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
 
@@ -298,7 +311,7 @@ class _StreamRunner(Generic[C]):
             self.totals.num_failed += 1
             self.finisher.put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
         if self.stream is not None:
-            self.totals.busy_s += self.stream.busy_s
+            self._add_stream_times()
             self.stream = None
         self.engines.drop()
         self.engine = None

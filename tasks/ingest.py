@@ -155,9 +155,9 @@ def _pilot_row(run_id: str, ordinal: int, data: dict[str, Any]) -> list[Any]:
     d = PilotDecision.from_dict(data)
     passes: list[Any] = []
     for p in (d.none, d.specdec):
-        passes += [None] * 5 if p is None else [p.num_requests, p.num_output_tokens, p.engine_s, p.start_s,
-                                                p.tokens_per_s]
-    return [run_id, d.kind, ordinal, d.method, d.reason, d.speedup, d.margin, *passes]
+        passes += [None] * 7 if p is None else [p.num_requests, p.num_output_tokens, p.engine_s, p.start_s,
+                                                p.tokens_per_s, p.full_batch_s, p.full_batch_tokens]
+    return [run_id, d.kind, ordinal, d.method, d.reason, d.speedup, d.margin, d.basis, *passes]
 
 
 def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: ShardManifest) -> int | None:

@@ -6,7 +6,7 @@ import re
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from specdec.pilot import PilotDecision
+from specdec.pilot import WHOLE_SHARES, PilotDecision
 from specdec.stats import RunStats
 from tasks.charts import charts_markdown
 from tasks.staging import RunManifest, ShardManifest
@@ -57,8 +57,9 @@ def engine_choice_lines(pilot: list[dict[str, object]]) -> list[str]:
         return []
     lines = ["", "## Engine choice"]
     for decision in map(PilotDecision.from_dict, pilot):
-        measured = [f"{p.method} {p.tokens_per_s:.1f}" for p in (decision.none, decision.specdec) if p is not None]
-        figures = f". Pilot: {', '.join(measured)} output tokens per engine-second" if measured else ""
+        measured = [f"{p.method} {p.tokens_per_s_on(decision.basis):.1f}"
+                    for p in (decision.none, decision.specdec) if p is not None]
+        figures = f". Pilot: {', '.join(measured)} output tokens/s on {decision.basis or WHOLE_SHARES}" if measured else ""
         lines.append(f"- {decision.reason}{figures}.")
     return lines
 

@@ -48,10 +48,15 @@ class Finished:
 class EngineStream:
     """One engine's requests in flight, keyed by (owner, index)."""
 
-    def __init__(self, engine: RequestEngine, sampling: SamplingOptions) -> None:
+    def __init__(self, engine: RequestEngine, sampling: SamplingOptions, full_batch: int | None = None) -> None:
         self.engine = engine
         self.sampling = sampling
         self.busy_s = 0.0  # wall time with at least one request in the engine
+        # steps begun with at least `full_batch` requests in flight (a full batch, as most of a
+        # long run's steps are): their wall time and output tokens (method auto's pilot compares them)
+        self.full_batch = full_batch
+        self.full_batch_s = 0.0
+        self.full_batch_tokens = 0
         self._in_flight: dict[str, _InFlight] = {}
         self._mark: float | None = None  # start of the interval the next step closes
         self._unattributed_s = 0.0  # time of steps that produced no output
@@ -91,11 +96,15 @@ class EngineStream:
     def step(self) -> list[Finished]:
         if not self._in_flight:
             return []
+        full = self.full_batch is not None and len(self._in_flight) >= self.full_batch
         updates = self.engine.step()
         now = time.perf_counter()
         assert self._mark is not None
         self._unattributed_s += now - self._mark
         self.busy_s += now - self._mark
+        if full:
+            self.full_batch_s += now - self._mark
+            self.full_batch_tokens += sum(max(u.num_new_tokens, 0) for u in updates)
         self._mark = now
         self._attribute(updates)
         finished = []

@@ -1,8 +1,9 @@
 -- Method auto, per run and shard kind: the engine the kind ran on and why (the pilot's
--- speed-up of specdec over none and each engine's output tokens per engine-second on its
--- share of the pilot sample), then what the kind's shards did on it. Kinds too small for a pilot show
--- with speedup and pilot figures NULL; tokens_per_engine_s is NULL unless every shard of the
--- kind has engine time attributed.
+-- speed-up of specdec over none, and each engine's output tokens per second on its share of the
+-- pilot sample, on what the decision compared: pilot_basis, 'full-batch steps' or 'whole
+-- shares'), then what the kind's shards did on it. Kinds too small for a pilot show with speedup
+-- and pilot figures NULL; tokens_per_engine_s is NULL unless every shard of the kind has engine
+-- time attributed.
 CREATE OR REPLACE VIEW v_pilot_decisions AS
 WITH per_kind AS (
     SELECT
@@ -27,8 +28,11 @@ SELECT
     d.speedup,
     d.margin,
     d.none_num_requests + d.specdec_num_requests AS pilot_requests,  -- split between the engines
-    d.none_tokens_per_s AS pilot_none_tokens_per_s,
-    d.specdec_tokens_per_s AS pilot_specdec_tokens_per_s,
+    CASE WHEN d.none_num_requests IS NOT NULL THEN coalesce(d.basis, 'whole shares') END AS pilot_basis,
+    CASE WHEN d.basis = 'full-batch steps' THEN d.none_full_batch_tokens / nullif(d.none_full_batch_s, 0)
+         ELSE d.none_tokens_per_s END AS pilot_none_tokens_per_s,
+    CASE WHEN d.basis = 'full-batch steps' THEN d.specdec_full_batch_tokens / nullif(d.specdec_full_batch_s, 0)
+         ELSE d.specdec_tokens_per_s END AS pilot_specdec_tokens_per_s,
     coalesce(k.shards_done, 0) AS shards_done,
     coalesce(k.shards_failed, 0) AS shards_failed,
     coalesce(k.num_prompts, 0) AS num_prompts,

@@ -15,7 +15,7 @@ import pytest
 import specdec.generate as generate_mod
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
-from specdec.pilot import PilotDecision, PilotPass, decide, sample, schedule
+from specdec.pilot import FULL_BATCH_STEPS, WHOLE_SHARES, PilotDecision, PilotPass, decide, sample, schedule
 from specdec.prompts import PromptRow
 from specdec.streaming import ShardRequests
 from specdec.types import GenerationRequest
@@ -40,6 +40,22 @@ def test_specdec_is_chosen_only_beyond_the_margin(specdec_tokens, chosen):
     assert decision.speedup == pytest.approx(specdec_tokens / 1000)
     assert decision.reason == (f"chat: specdec {specdec_tokens / 1000:.2f}x none in the pilot (32 requests on none "
                                f"in 10.0 s, 32 on specdec in 10.0 s, margin 3%): ran {chosen}")
+
+
+def test_the_engines_are_compared_on_their_full_batch_steps_where_both_shares_had_some():
+    # Over the whole shares specdec is 1.2x none, flattered by part-full steps (its drafts fill
+    # rows none leaves idle); on the full-batch steps, as most of a run's steps are, 0.9x.
+    none = dataclasses.replace(measured("none", 1000, 10.0), full_batch_s=5.0, full_batch_tokens=800)
+    specdec = dataclasses.replace(measured("specdec", 1200, 10.0), full_batch_s=5.0, full_batch_tokens=720)
+    decision = decide("chat", none, specdec, 0.03)
+    assert (decision.method, decision.basis, decision.speedup) == ("none", FULL_BATCH_STEPS, pytest.approx(0.9))
+    assert decision.reason == ("chat: specdec 0.90x none in the pilot's full-batch steps (32 requests on none in "
+                               "10.0 s, 32 on specdec in 10.0 s, margin 3%): ran none")
+    # A share that never filled the batch: both are compared on the whole shares instead.
+    part_full = dataclasses.replace(specdec, full_batch_s=0.0, full_batch_tokens=0)
+    decision = decide("chat", none, part_full, 0.03)
+    assert (decision.method, decision.basis, decision.speedup) == ("specdec", WHOLE_SHARES, pytest.approx(1.2))
+    assert PilotDecision.from_dict(decision.to_dict()) == decision
 
 
 def test_a_pass_that_measured_nothing_cannot_win():
@@ -81,7 +97,7 @@ class MultiToken(TokenByToken):
     tokenizer = EchoTokenizer()
 
     def __init__(self, method: str, tokens_per_step: int, step_s: float) -> None:
-        super().__init__(max_num_seqs=8)
+        super().__init__(max_num_seqs=2)  # run_auto's batch_size: a pilot share of 4 fills it
         self.method = method
         self.tokens_per_step = tokens_per_step
         self.one_step_s = step_s
@@ -155,6 +171,8 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     assert sorted(tokenized) == ["code-0", "code-1", "tiny-0"]  # the pilot's shards are not tokenized again
     assert [(d.kind, d.method) for d in decisions] == [("code", "specdec"), ("tiny", "specdec")]
     assert decisions[0].speedup > 2 and decisions[0].none.num_requests == decisions[0].specdec.num_requests == 4
+    assert decisions[0].basis == FULL_BATCH_STEPS  # each share of 4 filled the batch of 2
+    assert 0 < decisions[0].specdec.full_batch_tokens <= decisions[0].specdec.num_output_tokens
     assert "5 requests, under the pilot's minimum of 24" in decisions[1].reason
     methods = collections.Counter()
     for key, n in (("code-0", 16), ("code-1", 16), ("tiny-0", 5)):

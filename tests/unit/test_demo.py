@@ -27,13 +27,14 @@ def test_code_edit_prompts_hold_the_solution_and_take_turns_over_the_edits():
 
 
 def test_demo_shards_write_one_folder_per_kind(tmp_path):
-    paths = demo_shards(tmp_path, per_shard=3, code_shards=2)
+    paths = demo_shards(tmp_path, per_shard=3, shards_per_kind=2)
     assert [p.relative_to(tmp_path).as_posix() for p in paths] == [
-        "code-edit/code-edit-000.parquet", "code-edit/code-edit-001.parquet", "chat/chat-000.parquet"]
+        "code-edit/code-edit-000.parquet", "code-edit/code-edit-001.parquet", "chat/chat-000.parquet",
+        "chat/chat-001.parquet"]
     assert {p.parent.name for p in paths} == set(DEMO_KINDS)
     ids = [pq.read_table(p).column("id").to_pylist() for p in paths]
-    assert [len(i) for i in ids] == [3, 3, 3] and len(set(ids[0] + ids[1])) == 6
-    assert all(i.startswith("sharegpt/") for i in ids[2])
+    assert [len(i) for i in ids] == [3, 3, 3, 3] and len(set(ids[0] + ids[1])) == 6 and len(set(ids[2] + ids[3])) == 6
+    assert all(i.startswith("sharegpt/") for i in ids[2] + ids[3])
 
 
 def test_final_table_gives_each_kind_its_speedup_against_its_own_none_run(tmp_path):

@@ -21,13 +21,16 @@ from tasks.report import report
 from tasks.staging import RunManifest, ShardManifest, Staging, shard_key
 
 MARGIN = 0.03
-# The pilot of `chat`: 15 requests, 8 on none and 7 on specdec, 50 output tokens each; specdec slower (0.8x).
-CHAT = decide("chat", PilotPass("none", 8, 400, 1.0, 30.0), PilotPass("specdec", 7, 350, 1.09375, 35.0), MARGIN)
+# The pilot of `chat`: 15 requests, 8 on none and 7 on specdec, 50 output tokens each; on the
+# whole shares 400 and 320 output tokens per engine-second; compared on their full-batch steps
+# (half of each share's time): 500 and 400 tokens/s, specdec slower (0.8x).
+CHAT = decide("chat", PilotPass("none", 8, 400, 1.0, 30.0, 0.5, 250),
+              PilotPass("specdec", 7, 350, 1.09375, 35.0, 0.5, 200), MARGIN)
 CODE = skipped("code", 5, 16, MARGIN)  # too small for a pilot: specdec without one
 # The kinds' shards ({shard id: rows}), the method each ran and its engine seconds per output token.
 KINDS = {"chat": ({"chat/c0.parquet": 12, "chat/c1.parquet": 7}, "none", 0.02),
          "code": ({"code/e0.parquet": 5}, "specdec", 0.005)}
-VIEW_COLUMNS = ("kind", "ordinal", "method", "reason", "speedup", "margin", "pilot_requests",
+VIEW_COLUMNS = ("kind", "ordinal", "method", "reason", "speedup", "margin", "pilot_requests", "pilot_basis",
                 "pilot_none_tokens_per_s", "pilot_specdec_tokens_per_s", "shards_done", "shards_failed",
                 "num_prompts", "num_output_tokens", "tokens_per_engine_s")
 
@@ -99,17 +102,20 @@ def test_ingest_records_each_kinds_decision_once_with_what_its_shards_did(tmp_pa
     chat, code = _view(db, "auto-run")
     assert chat == {
         "kind": "chat", "ordinal": 0, "method": "none", "reason": CHAT.reason, "speedup": pytest.approx(0.8),
-        "margin": MARGIN, "pilot_requests": 15, "pilot_none_tokens_per_s": pytest.approx(400.0),
-        "pilot_specdec_tokens_per_s": pytest.approx(320.0), "shards_done": 2, "shards_failed": 0,
+        "margin": MARGIN, "pilot_requests": 15, "pilot_basis": "full-batch steps",
+        "pilot_none_tokens_per_s": pytest.approx(500.0), "pilot_specdec_tokens_per_s": pytest.approx(400.0),
+        "shards_done": 2, "shards_failed": 0,
         "num_prompts": 12 + 7, "num_output_tokens": tokens["chat"], "tokens_per_engine_s": pytest.approx(1 / 0.02)}
     assert code == {
         "kind": "code", "ordinal": 1, "method": "specdec", "reason": CODE.reason, "speedup": None, "margin": MARGIN,
-        "pilot_requests": None, "pilot_none_tokens_per_s": None, "pilot_specdec_tokens_per_s": None,
+        "pilot_requests": None, "pilot_basis": None, "pilot_none_tokens_per_s": None, "pilot_specdec_tokens_per_s": None,
         "shards_done": 1, "shards_failed": 0, "num_prompts": 5, "num_output_tokens": tokens["code"],
         "tokens_per_engine_s": pytest.approx(1 / 0.005)}
-    passes = query(db, "SELECT none_num_output_tokens, none_engine_s, none_start_s, specdec_num_requests, "
-                       "specdec_engine_s, specdec_start_s FROM pilot_decisions WHERE kind = 'chat'")
-    assert passes == [(400, 1.0, 30.0, 7, 1.09375, 35.0)]
+    passes = query(db, "SELECT none_num_output_tokens, none_engine_s, none_start_s, none_tokens_per_s, "
+                       "none_full_batch_s, none_full_batch_tokens, specdec_num_requests, specdec_engine_s, "
+                       "specdec_start_s, specdec_tokens_per_s, specdec_full_batch_s, specdec_full_batch_tokens "
+                       "FROM pilot_decisions WHERE kind = 'chat'")
+    assert passes == [(400, 1.0, 30.0, 400.0, 0.5, 250, 7, 1.09375, 35.0, 320.0, 0.5, 200)]
     assert query(db, "SELECT shard_id, method, kind FROM shards ORDER BY shard_id") == [
         ("chat/c0.parquet", "none", "chat"), ("chat/c1.parquet", "none", "chat"),
         ("code/e0.parquet", "specdec", "code")]
@@ -127,8 +133,24 @@ def test_report_and_demo_query_show_each_kind_of_an_auto_run(tmp_path):
         ("chat", "none", 15, 19), ("code", "specdec", None, 5)]
     assert [r["pilot_speedup"] for r in table] == [pytest.approx(0.8), None]
     assert [r["tokens_per_engine_s"] for r in table] == [pytest.approx(50.0), pytest.approx(200.0)]
-    assert table[0]["pilot_none_tokens_per_s"] == pytest.approx(400.0)
-    assert table[0]["pilot_specdec_tokens_per_s"] == pytest.approx(320.0)
+    assert [r["pilot_basis"] for r in table] == ["full-batch steps", None]
+    assert table[0]["pilot_none_tokens_per_s"] == pytest.approx(500.0)
+    assert table[0]["pilot_specdec_tokens_per_s"] == pytest.approx(400.0)
+
+
+def test_a_decision_staged_before_full_batch_steps_were_counted_shows_its_whole_shares(tmp_path):
+    db, staging = str(tmp_path / "results.duckdb"), Staging(str(tmp_path / "staging"))
+    older = decide("chat", PilotPass("none", 8, 400, 1.0), PilotPass("specdec", 7, 350, 1.09375), MARGIN).to_dict()
+    for name in ("none", "specdec"):
+        older[name] = {k: v for k, v in older[name].items() if not k.startswith("full_batch")}
+    del older["basis"]
+    run = dataclasses.replace(_run_manifest("old", []), pilot=[older])
+    staging.write_run(run)
+    ingest(db, staging, "old")
+    assert query(db, "SELECT basis, none_full_batch_s FROM pilot_decisions") == [(None, 0.0)]  # none counted
+    (row,) = query(db, "SELECT pilot_basis, pilot_none_tokens_per_s, pilot_specdec_tokens_per_s, speedup "
+                       "FROM v_pilot_decisions")
+    assert row == ("whole shares", pytest.approx(400.0), pytest.approx(320.0), pytest.approx(0.8))
 
 
 def test_older_manifests_ingest_without_kinds_or_decisions(tmp_path):
@@ -157,7 +179,9 @@ def test_a_database_from_before_the_pilot_gains_its_table_and_columns(tmp_path):
                 "num_rejected, num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens) "
                 "VALUES ('old', 'a', 'a', 'fp', 'h', 'ingested', 1, 0, 90, 30, 20, 80, 60)")
     applied = migrate(con)
-    assert applied == ["0027_shards_method", "0028_shards_kind", "0029_pilot_decisions", "v_pilot_decisions"]
+    assert applied == ["0027_shards_method", "0028_shards_kind", "0029_pilot_decisions", "0030_pilot_decisions_basis",
+                       "0031_pilot_none_full_batch_s", "0032_pilot_none_full_batch_tokens",
+                       "0033_pilot_specdec_full_batch_s", "0034_pilot_specdec_full_batch_tokens", "v_pilot_decisions"]
     assert con.execute("SELECT shard_id, num_output_tokens, method, kind FROM shards").fetchall() == [
         ("a", 90, None, None)]
     assert con.execute("SELECT count(*) FROM v_pilot_decisions").fetchall() == [(0,)]
@@ -176,6 +200,6 @@ def test_summary_says_each_kinds_engine_choice_with_the_pilots_figures():
     outcomes: list[ShardManifest] = []
     text = summary_markdown(_run_manifest("r", [CHAT, CODE]), outcomes)
     choice = text.split("## Engine choice\n")[1].splitlines()
-    assert choice == [f"- {CHAT.reason}. Pilot: none 400.0, specdec 320.0 output tokens per engine-second.",
+    assert choice == [f"- {CHAT.reason}. Pilot: none 500.0, specdec 400.0 output tokens/s on full-batch steps.",
                       f"- {CODE.reason}."]
     assert "Engine choice" not in summary_markdown(_run_manifest("r", []), outcomes)

@@ -93,6 +93,21 @@ def test_a_step_without_output_passes_its_time_on():
     assert sorted(f.index for f in finished) == [0, 1, 2]
 
 
+def test_only_steps_begun_with_a_full_batch_in_flight_count_as_full_batch_steps():
+    engine = TokenByToken(max_num_seqs=2, step_s=0.002)
+    outcomes, totals = run([shard("a", [4, 4, 4])], engine)
+    # steps 1-4: a-0 and a-1 run with a-2 waiting (full); 5-8: a-2 alone (part-full)
+    assert engine.steps == 8 and totals.num_output_tokens == 12
+    assert totals.full_batch_tokens == 8  # two tokens a step over the four full steps
+    assert 0 < totals.full_batch_s < totals.busy_s
+    assert totals.full_batch_s == pytest.approx(totals.busy_s / 2, rel=0.5)
+    unmarked = EngineStream(TokenByToken(max_num_seqs=2), SamplingOptions())  # no full_batch: counts none
+    unmarked.add("x", 0, GenerationRequest("x0", (1, 2), max_tokens=2))
+    while unmarked.num_in_flight:
+        unmarked.step()
+    assert (unmarked.full_batch_s, unmarked.full_batch_tokens) == (0.0, 0)
+
+
 class DraftsBySource(TokenByToken):
     """Each request drafts 2 tokens and has 1 accepted per output token, from the source its
     request's id names (`<source>-<n>`); `take_source_counts` follows the engine contract of
@@ -219,7 +234,7 @@ def run_in_order(works, engine):
     the end) at its first look, so which requests it has to choose from is deterministic."""
     outcomes = []
     runner = _StreamRunner(holder(engine), SamplingOptions(), Inline(works), Finisher(outcomes.append, inline=True),
-                           None, False, None)
+                           None, False, None, True)
     runner.run()
     runner.close_stream()
     return outcomes
@@ -284,6 +299,12 @@ def test_the_engine_hears_the_streams_end_once_no_request_is_left_to_join():
     works = [with_history("a", [3, 3, 3], [1.0, 9.0, 1.0]), with_history("b", [5, 2, 2], [5.0, 2.0, 2.0])]
     run(works, engine)
     assert engine.endings == [(False, 0), (True, 6)]  # every request given before the tail begins
+
+
+def test_a_stream_that_is_not_the_runs_end_never_tells_the_engine_its_tail_began():
+    engine = HearsTheEnd()  # e.g. a pilot's chunk: the run goes on after it
+    run([with_history("a", [3, 3, 3], [1.0, 9.0, 1.0])], engine, run_tail=False)
+    assert engine.endings == [(False, 0)]
 
 
 def test_a_failed_shards_waiting_requests_no_longer_count_against_the_read_ahead():
