@@ -317,13 +317,16 @@ def run_shard_rounds(shards: Sequence[ShardRows], params: GenerationParams, meth
                prepare: Callable[[GenerationParams, str], None], progress: Callable[[str], None] = lambda _: None,
                shapes: Sequence[str] = SHAPES[:2]) -> list[Timing]:
     """Each shape and method (`prepare` called before each) per round, the order rotating, after an untimed
-    warm-up run (engine start, first compiles; every shard for long-first, whose order comes from it)."""
+    warm-up run per method (engine start, first compiles: the first round's first run would pay them alone;
+    every shard for long-first, whose order comes from it)."""
     if unknown := set(shapes) - set(SHAPES):
         raise ValueError(f"unknown shape(s) {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
     if "long-first" in shapes and not params.cache_file:
         raise ValueError("the long-first shape needs a cache file (--cache-file) to record the history in")
-    prepare(params, methods[0])
-    measure_run(shards if "long-first" in shapes else shards[:1], params)
+    for i, method in enumerate(methods):
+        prepare(params, method)
+        warmup = shards if "long-first" in shapes and i == 0 else shards[:1]
+        measure_run(warmup, params.model_copy(update={"method": method}))
     kinds = {f"{shape} {method}": (shape, method) for shape in shapes for method in methods}
     timings = []
     for round_, kind, _ in schedule(list(kinds), [params.batch_size], rounds):

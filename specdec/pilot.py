@@ -4,8 +4,8 @@ alternate engines, every result kept: no request runs twice), each engine's shar
 and the kind continues on the faster one; speculation must win by a margin, since it also
 costs memory and a second engine start. The engines are compared on their full-batch steps,
 as most of a long run's steps are: a part-full step leaves none's rows idle where specdec
-fills them with drafts, so a share's start-up and drain would flatter speculation. This module holds the measurements and the decision;
-specdec.generate runs them.
+fills them with drafts, so a share's start-up and drain would flatter speculation. This module
+holds the measurements and the decision; specdec.generate runs them.
 """
 
 from __future__ import annotations

@@ -80,14 +80,14 @@ def test_run_rounds_interleave_shapes_and_methods_on_one_engine(monkeypatch):
     params = GenerationParams(max_tokens=64, batch_size=4, method="specdec")
     timings = throughput.run_shard_rounds(shards, params, ["specdec", "none"], 2,
                                     lambda params, method: prepared.append(method))
-    assert prepared == ["specdec"] + ["specdec", "none", "specdec", "none"] + ["none", "specdec", "none", "specdec"]
+    assert prepared == ["specdec", "none"] + ["specdec", "none", "specdec", "none"] + ["none", "specdec", "none", "specdec"]
     assert [(t.round, t.shape, t.method) for t in timings][:4] == [
         (0, "stream", "specdec"), (0, "stream", "none"), (0, "sequential", "specdec"), (0, "sequential", "none")]
     assert [(t.shape, t.method) for t in timings][4:] == [
         ("stream", "none"), ("sequential", "specdec"), ("sequential", "none"), ("stream", "specdec")]
     assert {t.num_output_tokens for t in timings} == {8 * 64}  # every request to max_tokens, every run
     # none runs as none (the cache switches a specdec engine's drafting off), not as the bench's method
-    assert asked == ["specdec"] + [t.method for t in timings]
+    assert asked == ["specdec", "none"] + [t.method for t in timings]  # each method warmed up first
     records = throughput.make_run_records(timings, "d", shards, params)
     assert [(r.shape, r.method) for r in records] == [
         ("stream", "specdec"), ("stream", "none"), ("sequential", "specdec"), ("sequential", "none")]
