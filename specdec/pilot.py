@@ -21,7 +21,8 @@ from specdec.types import SamplingOptions
 
 METHODS = ("none", "specdec")
 # What the decision compares: output tokens per second of the steps begun with a full batch
-# in flight, where both shares had such steps; else per engine-second of the whole shares.
+# in flight that finished no prompt (EngineStream.full_batch_s), where both shares had such
+# steps; else per engine-second of the whole shares.
 FULL_BATCH_STEPS, WHOLE_SHARES = "full-batch steps", "whole shares"
 
 
@@ -34,7 +35,7 @@ class PilotPass:
     num_output_tokens: int
     engine_s: float  # the engine's busy seconds over its share
     start_s: float = 0.0  # engine start paid for this share (0.0: one already running)
-    full_batch_s: float = 0.0  # of engine_s, the steps begun with a full batch in flight
+    full_batch_s: float = 0.0  # of engine_s, its full-batch steps (EngineStream.full_batch_s)
     full_batch_tokens: int = 0  # the output tokens of those steps
 
     @property

@@ -56,7 +56,7 @@ class ShardOutcome(Generic[C]):
 @dataclasses.dataclass
 class StreamTotals:
     busy_s: float = 0.0  # engine wall time with requests in it (all engines of the stream)
-    full_batch_s: float = 0.0  # of which steps begun with a full batch in flight (EngineStream.full_batch_s)
+    full_batch_s: float = 0.0  # of which full-batch steps (EngineStream.full_batch_s)
     full_batch_tokens: int = 0  # the output tokens of those steps
     wall_s: float = 0.0
     engine_start_s: float = 0.0

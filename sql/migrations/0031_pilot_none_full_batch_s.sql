@@ -1,2 +1,3 @@
--- Of none_engine_s, the steps begun with a full batch in flight (0: none, or not counted).
+-- Of none_engine_s, the steps begun with a full batch in flight that finished no prompt
+-- (0: none, or not counted).
 ALTER TABLE pilot_decisions ADD COLUMN none_full_batch_s DOUBLE;

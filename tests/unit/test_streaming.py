@@ -93,14 +93,14 @@ def test_a_step_without_output_passes_its_time_on():
     assert sorted(f.index for f in finished) == [0, 1, 2]
 
 
-def test_only_steps_begun_with_a_full_batch_in_flight_count_as_full_batch_steps():
+def test_full_batch_steps_are_those_begun_with_a_full_batch_in_flight_that_finish_no_prompt():
     engine = TokenByToken(max_num_seqs=2, step_s=0.002)
     outcomes, totals = run([shard("a", [4, 4, 4])], engine)
-    # steps 1-4: a-0 and a-1 run with a-2 waiting (full); 5-8: a-2 alone (part-full)
+    # steps 1-4: a-0 and a-1 run with a-2 waiting (full), step 1 their prefill; 5-8: a-2 alone
     assert engine.steps == 8 and totals.num_output_tokens == 12
-    assert totals.full_batch_tokens == 8  # two tokens a step over the four full steps
+    assert totals.full_batch_tokens == 6  # two tokens a step over full steps 2-4
     assert 0 < totals.full_batch_s < totals.busy_s
-    assert totals.full_batch_s == pytest.approx(totals.busy_s / 2, rel=0.5)
+    assert totals.full_batch_s == pytest.approx(totals.busy_s * 3 / 8, rel=0.5)
     unmarked = EngineStream(TokenByToken(max_num_seqs=2), SamplingOptions())  # no full_batch: counts none
     unmarked.add("x", 0, GenerationRequest("x0", (1, 2), max_tokens=2))
     while unmarked.num_in_flight:
