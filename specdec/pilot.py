@@ -2,10 +2,9 @@
 kind's requests between a speculation-free engine and specdec (neighbouring requests on
 alternate engines, every result kept: no request runs twice), each engine's share one chunk,
 and the kind continues on the faster one; speculation must win by a margin, since it also
-costs memory and a second engine start. The engines are compared on their full-batch steps,
-as most of a long run's steps are: a part-full step leaves none's rows idle where specdec
-fills them with drafts, so a share's start-up and drain would flatter speculation. This module
-holds the measurements and the decision; specdec.generate runs them.
+costs memory and a second engine start (compared on full-batch steps: part-full ones flatter
+speculation, see `basis`). This module holds the measurements and the decision; specdec.generate
+runs them.
 """
 
 from __future__ import annotations
@@ -20,9 +19,6 @@ from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_str
 from specdec.types import SamplingOptions
 
 METHODS = ("none", "specdec")
-# What the decision compares: output tokens per second of the steps begun with a full batch
-# in flight that finished no prompt (EngineStream.full_batch_s), where both shares had such
-# steps; else per engine-second of the whole shares.
 FULL_BATCH_STEPS, WHOLE_SHARES = "full-batch steps", "whole shares"
 
 
@@ -40,13 +36,12 @@ class PilotPass:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.num_output_tokens / self.engine_s if self.engine_s > 0 else 0.0
+        return self.tokens_per_s_on(WHOLE_SHARES)
 
-    def tokens_per_s_on(self, basis: str | None) -> float:
-        """Output tokens per second on `basis`: FULL_BATCH_STEPS, or else the whole share."""
-        if basis != FULL_BATCH_STEPS:
-            return self.tokens_per_s
-        return self.full_batch_tokens / self.full_batch_s if self.full_batch_s > 0 else 0.0
+    def tokens_per_s_on(self, basis: str | None) -> float:  # FULL_BATCH_STEPS, or else the whole share
+        tokens, s = (self.full_batch_tokens, self.full_batch_s) if basis == FULL_BATCH_STEPS else \
+            (self.num_output_tokens, self.engine_s)
+        return tokens / s if s > 0 else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +55,11 @@ class PilotDecision:
     margin: float
     none: PilotPass | None = None
     specdec: PilotPass | None = None
-    basis: str | None = None  # the rates `speedup` compares (None: no pilot ran)
+
+    @property
+    def basis(self) -> str | None:
+        """The rates `speedup` compares (None: no pilot ran)."""
+        return None if self.none is None or self.specdec is None else basis(self.none, self.specdec)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -71,6 +70,14 @@ class PilotDecision:
         return cls(**{**data, **passes})
 
 
+def basis(none: PilotPass, specdec: PilotPass) -> str:
+    """What the decision compares: output tokens per second of the full-batch steps
+    (EngineStream.full_batch_s) where both shares had some, as most of a long run's steps are (a
+    part-full step leaves none's rows idle where specdec fills them with drafts); else per
+    engine-second of the whole shares."""
+    return FULL_BATCH_STEPS if none.full_batch_s > 0 and specdec.full_batch_s > 0 else WHOLE_SHARES
+
+
 def kind_label(kind: str) -> str:
     return kind or "(top level)"
 
@@ -79,20 +86,19 @@ def decide(kind: str, none: PilotPass, specdec: PilotPass, margin: float) -> Pil
     """specdec when its output tokens per second (`basis`) beat none's by more than `margin` (a
     share); none on a tie or within the margin: speculation has to pay to be chosen. A share that
     produced nothing measurable (a sample cut short by bad rows) cannot win."""
-    basis = FULL_BATCH_STEPS if none.full_batch_s > 0 and specdec.full_batch_s > 0 else WHOLE_SHARES
-    none_rate, specdec_rate = none.tokens_per_s_on(basis), specdec.tokens_per_s_on(basis)
+    compared = basis(none, specdec)
+    none_rate, specdec_rate = none.tokens_per_s_on(compared), specdec.tokens_per_s_on(compared)
     if none_rate <= 0 or specdec_rate <= 0:
         method = "specdec" if none_rate <= 0 < specdec_rate else "none"
         return PilotDecision(kind, method, f"{kind_label(kind)}: the pilot measured nothing on "
-                             f"{'none' if none_rate <= 0 else 'specdec'}: ran {method}", None, margin,
-                             none, specdec, basis)
+                             f"{'none' if none_rate <= 0 else 'specdec'}: ran {method}", None, margin, none, specdec)
     speedup = specdec_rate / none_rate
     method = "specdec" if speedup > 1.0 + margin else "none"
-    where = "the pilot's full-batch steps" if basis == FULL_BATCH_STEPS else "the pilot"
+    where = "the pilot's full-batch steps" if compared == FULL_BATCH_STEPS else "the pilot"
     return PilotDecision(kind, method, f"{kind_label(kind)}: specdec {speedup:.2f}x none in {where} "
                          f"({none.num_requests} requests on none in {none.engine_s:.1f} s, {specdec.num_requests} on "
                          f"specdec in {specdec.engine_s:.1f} s, margin {margin:.0%}): ran {method}", speedup, margin,
-                         none, specdec, basis)
+                         none, specdec)
 
 
 def skipped(kind: str, num_requests: int, min_requests: int, margin: float) -> PilotDecision:

@@ -157,7 +157,7 @@ def _pilot_row(run_id: str, ordinal: int, data: dict[str, Any]) -> list[Any]:
     for p in (d.none, d.specdec):
         passes += [None] * 7 if p is None else [p.num_requests, p.num_output_tokens, p.engine_s, p.start_s,
                                                 p.tokens_per_s, p.full_batch_s, p.full_batch_tokens]
-    return [run_id, d.kind, ordinal, d.method, d.reason, d.speedup, d.margin, d.basis, *passes]
+    return [run_id, d.kind, ordinal, d.method, d.reason, d.speedup, d.margin, *passes]
 
 
 def ingest_shard(con: duckdb.DuckDBPyConnection, staging: Staging, manifest: ShardManifest) -> int | None:

@@ -52,9 +52,8 @@ class EngineStream:
         self.engine = engine
         self.sampling = sampling
         self.busy_s = 0.0  # wall time with at least one request in the engine
-        # steps begun with at least `full_batch` requests in flight (a full batch, as most of a long
-        # run's steps are) that finished no prompt (a prefill costs every engine alike, and a short
-        # measurement would weigh it by chance): their wall time and output tokens (auto's pilot)
+        # full-batch steps (auto's pilot): begun with `full_batch` requests in flight, finishing no
+        # prompt (a prefill costs every engine alike; a short measurement would weigh it by chance)
         self.full_batch = full_batch
         self.full_batch_s = 0.0
         self.full_batch_tokens = 0
@@ -103,7 +102,8 @@ class EngineStream:
         assert self._mark is not None
         self._unattributed_s += now - self._mark
         self.busy_s += now - self._mark
-        if full and not self._finishes_a_prompt(updates):
+        if full and not any(u.num_new_tokens > 0 and not getattr(self._in_flight.get(u.request_id), "started", True)
+                            for u in updates):  # a request's first tokens end its prefill
             self.full_batch_s += now - self._mark
             self.full_batch_tokens += sum(max(u.num_new_tokens, 0) for u in updates)
         self._mark = now
@@ -118,11 +118,6 @@ class EngineStream:
         if not self._in_flight:  # idle: the next add starts a new busy interval
             self._mark, self._unattributed_s = None, 0.0
         return finished
-
-    def _finishes_a_prompt(self, updates: Sequence[RequestUpdate]) -> bool:
-        """Some request made its first tokens in this step: its prefill ended here."""
-        return any(u.num_new_tokens > 0 and not self._in_flight[u.request_id].started
-                   for u in updates if u.request_id in self._in_flight)
 
     def _attribute(self, updates: Sequence[RequestUpdate]) -> None:
         shares: dict[str, int] = {}

@@ -17,6 +17,14 @@ WITH per_kind AS (
     FROM shards
     WHERE kind IS NOT NULL
     GROUP BY run_id, kind
+),
+decisions AS (  -- what the decision compared, as specdec.pilot.basis (NULL: no pilot ran)
+    SELECT
+        *,
+        CASE WHEN none_num_requests IS NULL OR specdec_num_requests IS NULL THEN NULL
+             WHEN none_full_batch_s > 0 AND specdec_full_batch_s > 0 THEN 'full-batch steps'
+             ELSE 'whole shares' END AS basis
+    FROM pilot_decisions
 )
 SELECT
     d.run_id,
@@ -28,7 +36,7 @@ SELECT
     d.speedup,
     d.margin,
     d.none_num_requests + d.specdec_num_requests AS pilot_requests,  -- split between the engines
-    CASE WHEN d.none_num_requests IS NOT NULL THEN coalesce(d.basis, 'whole shares') END AS pilot_basis,
+    d.basis AS pilot_basis,
     CASE WHEN d.basis = 'full-batch steps' THEN d.none_full_batch_tokens / nullif(d.none_full_batch_s, 0)
          ELSE d.none_tokens_per_s END AS pilot_none_tokens_per_s,
     CASE WHEN d.basis = 'full-batch steps' THEN d.specdec_full_batch_tokens / nullif(d.specdec_full_batch_s, 0)
@@ -39,6 +47,6 @@ SELECT
     coalesce(k.num_output_tokens, 0) AS num_output_tokens,
     k.engine_s,
     k.num_output_tokens / nullif(k.engine_s, 0) AS tokens_per_engine_s
-FROM pilot_decisions AS d
+FROM decisions AS d
 LEFT JOIN runs AS r USING (run_id)
 LEFT JOIN per_kind AS k USING (run_id, kind);

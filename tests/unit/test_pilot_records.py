@@ -143,11 +143,10 @@ def test_a_decision_staged_before_full_batch_steps_were_counted_shows_its_whole_
     older = decide("chat", PilotPass("none", 8, 400, 1.0), PilotPass("specdec", 7, 350, 1.09375), MARGIN).to_dict()
     for name in ("none", "specdec"):
         older[name] = {k: v for k, v in older[name].items() if not k.startswith("full_batch")}
-    del older["basis"]
     run = dataclasses.replace(_run_manifest("old", []), pilot=[older])
     staging.write_run(run)
     ingest(db, staging, "old")
-    assert query(db, "SELECT basis, none_full_batch_s FROM pilot_decisions") == [(None, 0.0)]  # none counted
+    assert query(db, "SELECT none_full_batch_s, specdec_full_batch_s FROM pilot_decisions") == [(0.0, 0.0)]
     (row,) = query(db, "SELECT pilot_basis, pilot_none_tokens_per_s, pilot_specdec_tokens_per_s, speedup "
                        "FROM v_pilot_decisions")
     assert row == ("whole shares", pytest.approx(400.0), pytest.approx(320.0), pytest.approx(0.8))
@@ -179,9 +178,9 @@ def test_a_database_from_before_the_pilot_gains_its_table_and_columns(tmp_path):
                 "num_rejected, num_output_tokens, num_steps, num_drafts, num_draft_tokens, num_accepted_tokens) "
                 "VALUES ('old', 'a', 'a', 'fp', 'h', 'ingested', 1, 0, 90, 30, 20, 80, 60)")
     applied = migrate(con)
-    assert applied == ["0027_shards_method", "0028_shards_kind", "0029_pilot_decisions", "0030_pilot_decisions_basis",
-                       "0031_pilot_none_full_batch_s", "0032_pilot_none_full_batch_tokens",
-                       "0033_pilot_specdec_full_batch_s", "0034_pilot_specdec_full_batch_tokens", "v_pilot_decisions"]
+    assert applied == ["0027_shards_method", "0028_shards_kind", "0029_pilot_decisions", "0030_pilot_none_full_batch_s",
+                       "0031_pilot_none_full_batch_tokens", "0032_pilot_specdec_full_batch_s",
+                       "0033_pilot_specdec_full_batch_tokens", "v_pilot_decisions"]
     assert con.execute("SELECT shard_id, num_output_tokens, method, kind FROM shards").fetchall() == [
         ("a", 90, None, None)]
     assert con.execute("SELECT count(*) FROM v_pilot_decisions").fetchall() == [(0,)]
