@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -24,7 +25,8 @@ from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
-from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, StreamTotals, run_stream
+from specdec.types import GenerationResult
+from specdec.streaming import EngineHolder, Handover, ShardOutcome, ShardRequests, StreamTotals, run_stream
 
 C = TypeVar("C")  # what the caller carries with each shard
 
@@ -86,14 +88,17 @@ def generate_shards(shards: Iterable[ShardRows[C]], params: GenerationParams, co
 def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
                      config: dict[str, Any], on_done: ShardDone[C], *, sequential: bool, strict: bool,
                      on_progress: Callable[[Any], None] | None, piloted: Mapping[str, ShardRequests[C]] | None = None,
-                     decision: pilot.PilotDecision | None = None, pilot_start_s: float = 0.0) -> StreamTotals:
+                     decision: Callable[[], pilot.PilotDecision | None] = lambda: None, pilot_start_s: float = 0.0,
+                     handover: Handover[C] | None = None) -> StreamTotals:
     """One method's stream (`piloted`: shards the pilot tokenized, its results in them, by key;
-    `pilot_start_s`: the pilot's engine starts, put on the first shard with the stream's own)."""
+    `decision`: under auto, its kind's, once made; `pilot_start_s`: the pilot's engine starts,
+    put on the first shard with the stream's own; `handover`: it may stop and hand shards back)."""
     engine_configs(params)
     resolved: list[dict[str, Any]] = [{}]  # of the stream's latest engine
 
     def start_engine() -> tuple[Any, float]:
-        engine, start_s = get_engine(params)
+        # a stream that may hand over keeps the engine it would hand over to
+        engine, start_s = get_engine(params, keep_others=True) if handover is not None else get_engine(params)
         resolved[0] = dict(getattr(engine, "resolved", None) or {})
         return engine, start_s
 
@@ -120,11 +125,14 @@ def _generate_stream(shards: Iterable[ShardRows[C]], params: GenerationParams, c
         table = results_to_table(outcome.results, params.method, config_hash, config, num_samples, resolved[0])
         # An engine start goes on the first shard handed on after it: the shards' sum is the run's.
         start_s, reported_start_s[0] = engines.start_s - reported_start_s[0], engines.start_s
+        decided = decision()
         on_done(shard.context, Generation(table, outcome.stats, shard.quarantined, start_s, outcome.generate_s,
-                                          len(num_samples), resolved[0], params.method, decision), None)
+                                          len(num_samples), resolved[0], decided.method if decided else params.method,
+                                          decided), None)
 
     return run_stream(loads(), engines, params.sampling(), hand_on, read_ahead_requests=params.read_ahead_requests,
-                      stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress)
+                      stall_timeout_s=params.stall_timeout_s, sequential=sequential, on_progress=on_progress,
+                      handover=handover)
 
 
 def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, config_hash: str,
@@ -138,24 +146,27 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
     decided = dict(decided)
     chosen = params
     for kind, segment in itertools.groupby(shards, key=lambda shard: shard.kind):
-        head: list[ShardRows[C]] = []
-        piloted: dict[str, ShardRequests[C]] = {}
-        pilot_totals = StreamTotals()
-        decision = decided.get(kind)
-        if decision is None:
+        pilot_start_s = 0.0
+        if kind not in decided:
             head = _take_requests(segment, params.pilot_min_requests, params.samples)
             started = time.perf_counter()
-            decision, piloted, pilot_totals = _pilot(kind, head, params, stream["strict"])
-            pilot_totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
-            totals.add(pilot_totals)
-            decided[kind] = decision
-            on_decision(decision)
+            share = _none_share(kind, head, params, stream["strict"])
+            share.totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
+            totals.add(share.totals)
+            if share.skipped is None:
+                totals.add(_specdec_share_leading(kind, head, segment, share, params, decided, on_decision,
+                                                  config_hash, config, on_done, **stream))
+                chosen = params.model_copy(update={"method": decided[kind].method})
+                continue
+            decided[kind] = share.skipped
+            on_decision(share.skipped)
+            segment, pilot_start_s = itertools.chain(head, segment), share.totals.engine_start_s
+        decision = decided[kind]
         chosen = params.model_copy(update={"method": decision.method})
         if not engines_fit_together():  # on a GPU the other engine's memory is needed now
             close_other_engines(chosen)
-        totals.add(_generate_stream(itertools.chain(head, segment), chosen, config_hash, config, on_done,
-                                    piloted=piloted, decision=decision, pilot_start_s=pilot_totals.engine_start_s,
-                                    **stream))
+        totals.add(_generate_stream(segment, chosen, config_hash, config, on_done, decision=lambda d=decision: d,
+                                    pilot_start_s=pilot_start_s, **stream))
     # Where both fit, the other engine stayed up for the next kind's pilot; it goes now, in the
     # background (stopping an engine takes seconds of CPU, which would slow the stream beside it).
     close_other_engines(chosen)
@@ -177,29 +188,81 @@ def _num_requests(shards: Sequence[ShardRows[C]], samples: int) -> int:
     return sum(row.samples or samples for shard in shards for row in shard.rows)
 
 
-def _pilot(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams,
-           strict: bool) -> tuple[pilot.PilotDecision, dict[str, ShardRequests[C]], StreamTotals]:
-    """The kind's pilot over its first shards, skipped when they hold fewer than pilot_min_requests
-    requests that can run. Where both engines fit together (vLLM's CPU build) both stay up, so
-    the winner never starts twice. Returns the shards it tokenized by key, every pilot
-    result in them (the stream keeps them), and its engine time."""
+@dataclasses.dataclass
+class _NoneShare(Generic[C]):
+    """A kind's pilot, its first half: none's share run, specdec's picked."""
+
+    piloted: dict[str, ShardRequests[C]]  # the shards it tokenized by key, none's results in them
+    totals: StreamTotals  # its engine time and starts
+    skipped: pilot.PilotDecision | None = None  # the kind is too small for a pilot
+    measured: pilot.PilotPass | None = None
+    leads: dict[str, set[int]] = dataclasses.field(default_factory=dict)  # specdec's share
+
+
+def _none_share(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams, strict: bool) -> _NoneShare[C]:
+    """None's share of the kind's pilot over its first shards, skipped when they hold fewer than
+    pilot_min_requests requests that can run. The none engine stays up where both fit together
+    (vLLM's CPU build): the winner never starts twice."""
     # keep_others: a specdec engine an earlier kind kept stays up for this pilot
-    holders = {method: EngineHolder(functools.partial(get_engine, params.model_copy(update={"method": method}),
-                                                      exact=True, keep_others=True)) for method in pilot.METHODS}
+    engine = EngineHolder(functools.partial(get_engine, params.model_copy(update={"method": "none"}), exact=True,
+                                            keep_others=True))
     piloted: dict[str, ShardRequests[C]] = {}
     num_requests = _num_requests(head, params.samples)
     if num_requests >= params.pilot_min_requests:  # else no engine starts here
         for shard in head:
             with contextlib.suppress(Exception):  # a shard that cannot load fails in the stream, named there
-                piloted[shard.key] = _tokenized(shard, params, holders["none"], strict)
+                piloted[shard.key] = _tokenized(shard, params, engine, strict)
         num_requests = sum(len(shard.requests) for shard in piloted.values())  # those that can run
-    totals = StreamTotals(engine_start_s=holders["none"].start_s)
     if num_requests < params.pilot_min_requests:
-        return pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin), piloted, totals
-    decision = pilot.run(kind, pilot.sample(list(piloted.values()), params.pilot_requests), holders, params)
-    totals.busy_s += decision.none.engine_s + decision.specdec.engine_s
-    totals.engine_start_s += decision.none.start_s + decision.specdec.start_s
-    return decision, piloted, totals
+        return _NoneShare(piloted, StreamTotals(engine_start_s=engine.start_s),
+                          pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin))
+    chunk, leads = pilot.split(pilot.sample(list(piloted.values()), params.pilot_requests))
+    measured = pilot.run_chunk("none", engine, chunk, params.sampling(), params.stall_timeout_s)
+    totals = StreamTotals(busy_s=measured.engine_s, engine_start_s=engine.start_s)
+    return _NoneShare(piloted, totals, measured=measured, leads=leads)
+
+
+def _specdec_share_leading(kind: str, head: Sequence[ShardRows[C]], segment: Iterator[ShardRows[C]],
+                           share: _NoneShare[C], params: GenerationParams, decided: dict[str, pilot.PilotDecision],
+                           on_decision: Callable[[pilot.PilotDecision], None], config_hash: str,
+                           config: dict[str, Any], on_done: ShardDone[C], **stream: Any) -> StreamTotals:
+    """The pilot's second half on the kind's own stream: specdec's share leads it; once measured,
+    the kind is decided, and on specdec the stream goes on into the rest of the segment (one drain
+    saved); on none, specdec finishes what it holds and none takes the rest."""
+    on_specdec, on_none = (params.model_copy(update={"method": method}) for method in pilot.METHODS[::-1])
+    answered = threading.Event()
+
+    def go_on(lead_results: list[GenerationResult], so_far: StreamTotals) -> bool:
+        assert share.measured is not None
+        decision = decided[kind] = pilot.decide(kind, share.measured, pilot.measured_on_stream(lead_results, so_far),
+                                                params.pilot_margin)
+        on_decision(decision)
+        answered.set()
+        return decision.method == "specdec"
+
+    def kind_shards() -> Iterator[ShardRows[C]]:
+        yield from head
+        answered.wait()  # the rest of the kind joins only the engine chosen
+        if getattr(decided.get(kind), "method", None) == "specdec":
+            yield from segment
+
+    # where none's share never filled the batch, the shares are compared whole: specdec's runs alone too
+    handover: Handover[C] = Handover(share.leads, go_on, alone=share.measured.full_batch_s == 0)
+    try:
+        totals = _generate_stream(kind_shards(), on_specdec, config_hash, config, on_done, piloted=share.piloted,
+                                  decision=lambda: decided.get(kind), pilot_start_s=share.totals.engine_start_s,
+                                  handover=handover, **stream)
+    finally:
+        answered.set()  # a stream that failed leaves no reader waiting
+    if decided[kind].method == "specdec":
+        return totals
+    left = {shard.key: dataclasses.replace(shard, done={i: r if r.method else dataclasses.replace(r, method="specdec")
+                                                        for i, r in shard.done.items()}) for shard in handover.left}
+    if not engines_fit_together():
+        close_other_engines(on_none)
+    totals.add(_generate_stream(itertools.chain((s for s in head if s.key in left), segment), on_none, config_hash,
+                                config, on_done, piloted=left, decision=lambda: decided[kind], **stream))
+    return totals
 
 
 def _length_history(params: GenerationParams) -> LengthHistory | None:

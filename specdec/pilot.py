@@ -1,7 +1,8 @@
 """Method `auto`: which engine pays on this run's own data. A pilot splits a sample of a shard
 kind's requests between a speculation-free engine and specdec (neighbouring requests on
-alternate engines, every result kept: no request runs twice), each engine's share one chunk,
-and the kind continues on the faster one; speculation must win by a margin, since it also
+alternate engines, every result kept: no request runs twice): none's share runs first, as one
+chunk; specdec's share then leads the kind's stream on specdec, which goes on if specdec was the
+faster, else hands the rest of the kind to none. Speculation must win by a margin, since it also
 costs memory and a second engine start (compared on full-batch steps: part-full ones flatter
 speculation, see `basis`). This module holds the measurements and the decision; specdec.generate
 runs them.
@@ -13,10 +14,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from specdec.params import GenerationParams
 from specdec.stats import DRAFT_SOURCES
-from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, run_stream
-from specdec.types import SamplingOptions
+from specdec.streaming import EngineHolder, ShardOutcome, ShardRequests, StreamTotals, run_stream
+from specdec.types import GenerationResult, SamplingOptions
 
 METHODS = ("none", "specdec")
 FULL_BATCH_STEPS, WHOLE_SHARES = "full-batch steps", "whole shares"
@@ -118,30 +118,29 @@ def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
     return [everything[int(i * step)] for i in range(min(size, len(everything)))]
 
 
-def schedule(picks: Sequence[Pick]) -> list[tuple[str, Chunk]]:
-    """The pilot's chunks in the order they run: neighbouring picks go to alternate engines
-    (none first), each engine's share one chunk: every chunk ends in a drain (its batch empties as
-    its requests finish, steps running part-full), which one stream would not pay, so the shares
-    are cut no finer. A chunk holds one sub-shard per shard (same key)."""
-    order: list[tuple[str, Chunk]] = []
-    for i, method in enumerate(METHODS):
-        chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
-        for shard, index in picks[i::len(METHODS)]:
-            sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
-            sub.requests.append(shard.requests[index])
-            sub.context[1].append(index)
-        if chunk:
-            order.append((method, list(chunk.values())))
-    return order
+def split(picks: Sequence[Pick]) -> tuple[Chunk, dict[str, set[int]]]:
+    """Neighbouring picks to alternate engines: none's (the 1st, 3rd, ...) as one chunk of
+    sub-shards (same keys: drafts by source stay per shard), specdec's (the 2nd, 4th, ...) as the
+    request indices by shard key that lead specdec's stream (streaming.Handover). A chunk ends in
+    a drain (its batch empties as its requests finish, steps running part-full), which one stream
+    pays only once: hence one chunk, and specdec's share on the run's own stream."""
+    chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
+    for shard, index in picks[0::2]:
+        sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))
+        sub.requests.append(shard.requests[index])
+        sub.context[1].append(index)
+    leads: dict[str, set[int]] = {}
+    for shard, index in picks[1::2]:
+        leads.setdefault(shard.key, set()).add(index)
+    return list(chunk.values()), leads
 
 
-def run(kind: str, picks: Sequence[Pick], engines: dict[str, EngineHolder], params: GenerationParams) -> PilotDecision:
-    """The picks through their engines, chunk by chunk (`schedule`), and the decision. Every
-    result is kept in its shard (`ShardRequests.done`, naming its engine)."""
-    passes = {method: PilotPass(method, 0, 0, 0.0) for method in METHODS}
-    for method, chunk in schedule(picks):
-        passes[method] = run_chunk(method, engines[method], chunk, params.sampling(), params.stall_timeout_s)
-    return decide(kind, passes["none"], passes["specdec"], params.pilot_margin)
+def measured_on_stream(results: Sequence[GenerationResult], so_far: StreamTotals) -> PilotPass:
+    """specdec's share, measured where it led the stream: its requests' tokens and attributed
+    engine time, and the stream's full-batch steps until the last of them finished."""
+    return PilotPass("specdec", len(results), sum(len(r.output_token_ids) for r in results),
+                     sum(r.engine_s for r in results), so_far.engine_start_s, so_far.full_batch_s,
+                     so_far.full_batch_tokens)
 
 
 def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: SamplingOptions,

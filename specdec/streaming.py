@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import heapq
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -70,6 +71,21 @@ class StreamTotals:
 
 
 @dataclasses.dataclass
+class Handover(Generic[C]):
+    """A stream that may hand its work to another engine (method auto: its pilot's second share
+    runs at the head of the run's stream). The `leads` (request indices by shard key) start before
+    the others; once each has finished or failed, `go_on(their results, the stream's totals so
+    far)` says whether the stream goes on, and shards finished before that wait for the answer.
+    If not, it adds no more requests, finishes those in the engine and returns, with the shards
+    it did not finish in `left` (in order, each with its finished results in `done`)."""
+
+    leads: dict[str, set[int]]
+    go_on: Callable[[list[GenerationResult], StreamTotals], bool]
+    alone: bool = False  # the leads run alone, as a chunk would (no other request joins while one runs)
+    left: list[ShardRequests[C]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class _InEngine(Generic[C]):
     """A shard with requests in the engine, or waiting to join it."""
 
@@ -121,18 +137,23 @@ class EngineHolder:
 def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, sampling: SamplingOptions,
                on_outcome: Callable[[ShardOutcome[C]], None], *, read_ahead_requests: int,
                stall_timeout_s: float | None = None, sequential: bool = False,
-               on_progress: Callable[[GenerationResult], None] | None = None, run_tail: bool = True) -> StreamTotals:
+               on_progress: Callable[[GenerationResult], None] | None = None, run_tail: bool = True,
+               handover: Handover[C] | None = None) -> StreamTotals:
     """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
-    background thread unless `sequential`). `run_tail`: the stream's end is the run's (False:
-    more of the run follows, as after a pilot's chunk). Raises what the caller's `loads` raised,
-    the first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
+    background thread unless `sequential`), or, where `handover` stops the stream, `handover.left`
+    gets it. `run_tail`: the stream's end is the run's (False: more of the run follows, as after a
+    pilot's chunk). Raises what the caller's `loads` raised, the first error `on_outcome` raised
+    (after every shard was handed on), or an interrupt."""
     source: Source[ShardRequests[C]] = Inline(loads) if sequential else \
         ReadAhead(loads, read_ahead_requests, lambda shard: len(shard.requests))
     finisher = Finisher(on_outcome, inline=sequential, name=lambda outcome: outcome.shard.source)
-    runner = _StreamRunner(engines, sampling, source, finisher, stall_timeout_s, sequential, on_progress, run_tail)
+    runner = _StreamRunner(engines, sampling, source, finisher, stall_timeout_s, sequential, on_progress, run_tail,
+                           handover)
     started = time.perf_counter()
     try:
         runner.run()
+        if handover is not None and runner.stopping:
+            handover.left = runner.left()
     finally:
         source.close()
         finisher.close()
@@ -148,7 +169,8 @@ def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, samplin
 class _StreamRunner(Generic[C]):
     def __init__(self, engines: EngineHolder, sampling: SamplingOptions, source: Source[ShardRequests[C]],
                  finisher: Finisher[ShardOutcome[C]], stall_timeout_s: float | None, sequential: bool,
-                 on_progress: Callable[[GenerationResult], None] | None, run_tail: bool) -> None:
+                 on_progress: Callable[[GenerationResult], None] | None, run_tail: bool,
+                 handover: Handover[C] | None = None) -> None:
         self.engines = engines
         self.sampling = sampling
         self.source = source
@@ -162,10 +184,15 @@ class _StreamRunner(Generic[C]):
         self.stream: EngineStream | None = None
         self.open: dict[str, _InEngine[C]] = {}
         # requests not yet in the engine, every open shard's: (key, arrival, shard, index, expected tokens);
-        # the key is 0 until the last shard is loaded, then -expected tokens
+        # the key is 0 until the last shard is loaded, then -expected tokens; a handover's leads: -inf
         self.waiting: list[tuple[float, int, str, int, float]] = []
         self.arrivals = 0
         self.ending_told = False  # this engine knows nothing more will join
+        self.handover = handover  # None once answered
+        self.leads_left = sum(map(len, handover.leads.values())) if handover else 0
+        self.lead_results: list[GenerationResult] = []
+        self.held: list[ShardOutcome[C]] = []  # finished before the handover's answer
+        self.stopping = False  # the handover said no: nothing more joins the engine
 
     def _ensure_engine(self) -> EngineStream:
         if self.stream is None or not getattr(self.engine, "alive", True):
@@ -195,17 +222,22 @@ class _StreamRunner(Generic[C]):
             hook(*args)
 
     def run(self) -> None:
-        while not (self.source.exhausted and not self.open):  # one StallWatch per engine: a stalled one is replaced
+        while not self._done():  # one StallWatch per engine: a stalled one is replaced
             with StallWatch(self.stall_timeout_s, self._stop_stalled) as watch:
                 self._run_engine(watch)
+
+    def _done(self) -> bool:
+        if self.stopping:
+            return self.stream is None or self.stream.num_in_flight == 0
+        return self.source.exhausted and not self.open
 
     def _run_engine(self, watch: StallWatch) -> None:
         while True:
             watch.pause()  # waiting for shards is not the engine's stall
             self._top_up()
+            if self._done():
+                return
             if not self.open:
-                if self.source.exhausted:
-                    return
                 continue
             watch.progress()
             try:
@@ -228,6 +260,8 @@ class _StreamRunner(Generic[C]):
 
     def _top_up(self) -> None:
         """Open every shard the source has ready, then add waiting requests up to the capacity."""
+        if self.stopping:
+            return
         while not self.source.exhausted and not (self.sequential and self.open):
             shard = self.source.take(block=not self.open)  # wait only when the engine has nothing to do
             if shard is not None:
@@ -240,6 +274,9 @@ class _StreamRunner(Generic[C]):
             stream = self._ensure_engine()
             added = 0
             while self.waiting and stream.num_in_flight < self._capacity():
+                if self.handover is not None and self.handover.alone and self.waiting[0][0] != -math.inf \
+                        and stream.num_in_flight:
+                    break
                 _, _, key, index, _ = heapq.heappop(self.waiting)
                 shard = self.open.get(key)
                 if shard is None:
@@ -256,23 +293,27 @@ class _StreamRunner(Generic[C]):
             self._hook("set_stream_ending", True)  # nothing more will join: the run's tail
 
     def _longest_first(self) -> None:
-        """Every shard loaded: longest expected first, so that no long request starts last and runs alone."""
-        self.waiting = [(-expected, arrival, key, index, expected)
-                        for _, arrival, key, index, expected in self.waiting]
+        """Every shard loaded: longest expected first (a handover's leads still before them), so that
+        no long request starts last and runs alone."""
+        self.waiting = [(first if first == -math.inf else -expected, arrival, key, index, expected)
+                        for first, arrival, key, index, expected in self.waiting]
         heapq.heapify(self.waiting)
 
     def _open(self, shard: ShardRequests[C]) -> None:
         self.totals.num_shards += 1
+        leads = self.handover.leads.get(shard.key, set()) if self.handover is not None else set()
         if shard.error is not None or not shard.requests:
-            self.finisher.put(ShardOutcome(shard, [], ShardStats.aggregate([]), 0.0, shard.error))
+            self._put(ShardOutcome(shard, [], ShardStats.aggregate([]), 0.0, shard.error))
             self.totals.num_failed += shard.error is not None
+            self._leads_resolved(len(leads))
             return
         self.open[shard.key] = _InEngine(shard, [None] * len(shard.requests), num_added=len(shard.done),
                                          started=time.perf_counter() if shard.done else 0.0)
         expected = shard.expected_tokens or [0.0] * len(shard.requests)
         for index, tokens in enumerate(expected):
             if index not in shard.done:
-                heapq.heappush(self.waiting, (0.0, self.arrivals, shard.key, index, tokens))
+                first = -math.inf if index in leads else 0.0
+                heapq.heappush(self.waiting, (first, self.arrivals, shard.key, index, tokens))
                 self.arrivals += 1
         self.source.release(len(shard.done))
         for index, result in shard.done.items():
@@ -285,6 +326,9 @@ class _StreamRunner(Generic[C]):
         result.sample = shard.shard.requests[index].sample
         shard.results[index] = result
         shard.num_done += 1
+        if self.handover is not None and index in self.handover.leads.get(key, ()):
+            self.lead_results.append(result)
+            self._leads_resolved(1)
         self.totals.num_output_tokens += len(result.output_token_ids)
         if self.on_progress is not None:
             self.on_progress(result)
@@ -296,7 +340,47 @@ class _StreamRunner(Generic[C]):
                 stats.add_source_counts(counts)
             if self.stream is not None:
                 stats.add_source_counts(self.stream.take_source_counts(key, len(results)))
-            self.finisher.put(ShardOutcome(shard.shard, results, stats, time.perf_counter() - shard.started))
+            self._put(ShardOutcome(shard.shard, results, stats, time.perf_counter() - shard.started))
+
+    def _put(self, outcome: ShardOutcome[C]) -> None:
+        if self.handover is not None:
+            self.held.append(outcome)  # handed on once the handover has answered
+        else:
+            self.finisher.put(outcome)
+
+    def _leads_resolved(self, num: int) -> None:
+        self.leads_left -= num
+        if self.handover is not None and num and self.leads_left <= 0:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Ask the handover, with the stream's totals so far; then hand on the shards held for it."""
+        assert self.handover is not None
+        so_far = dataclasses.replace(self.totals, engine_start_s=self.engines.start_s)
+        if self.stream is not None:
+            so_far.busy_s += self.stream.busy_s
+            so_far.full_batch_s += self.stream.full_batch_s
+            so_far.full_batch_tokens += self.stream.full_batch_tokens
+        self.stopping = not self.handover.go_on(self.lead_results, so_far)
+        self.handover = None
+        for outcome in self.held:
+            self.finisher.put(outcome)
+        self.held.clear()
+
+    def left(self) -> list[ShardRequests[C]]:
+        """After the handover stopped the stream: the shards it did not finish, in order, each
+        with its finished results and their drafts by source in it, then those not yet opened."""
+        left = []
+        for key, shard in self.open.items():
+            counts = self.stream.take_source_counts(key, len(shard.results)) if self.stream is not None else {}
+            left.append(dataclasses.replace(
+                shard.shard, done={i: r for i, r in enumerate(shard.results) if r is not None},
+                done_source_counts=[*shard.shard.done_source_counts, counts]))
+            self.source.release(len(shard.results) - shard.num_added)
+        while (shard := self.source.take(block=True)) is not None:
+            left.append(shard)
+            self.source.release(len(shard.requests))  # the read-ahead may be waiting for room
+        return left
 
     def _stop_stalled(self) -> None:
         self._hook("stop_stalled", self.stall_timeout_s or 0.0)
@@ -309,7 +393,10 @@ class _StreamRunner(Generic[C]):
             shard = self.open.pop(key)
             self.source.release(len(shard.results) - shard.num_added)  # its waiting requests are dropped
             self.totals.num_failed += 1
-            self.finisher.put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
+            self._put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
+            if self.handover is not None:
+                leads = self.handover.leads.get(key, set())
+                self._leads_resolved(sum(shard.results[i] is None for i in leads))
         if self.stream is not None:
             self._add_stream_times()
             self.stream = None

@@ -91,8 +91,8 @@ def test_a_killed_auto_run_resumes_on_each_kinds_pilot_choice_with_every_row_onc
     assert key[0] == engine_config  # the session's engine runs exactly the run's engine config
     monkeypatch.setitem(engine_cache._ENGINES, key, engine_factory("specdec"))
     pilots, asked = [], []
-    real_pilot, real_get_engine = generate_mod._pilot, generate_mod.get_engine
-    monkeypatch.setattr(generate_mod, "_pilot", lambda *a, **kw: pilots.append(a[0]) or real_pilot(*a, **kw))
+    real_pilot, real_get_engine = generate_mod._none_share, generate_mod.get_engine
+    monkeypatch.setattr(generate_mod, "_none_share", lambda *a, **kw: pilots.append(a[0]) or real_pilot(*a, **kw))
     monkeypatch.setattr(generate_mod, "get_engine",
                         lambda p, **kw: asked.append(p.method) or real_get_engine(p, **kw))
     starts = engine_cache.ENGINE_STARTS

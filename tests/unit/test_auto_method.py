@@ -15,7 +15,7 @@ import pytest
 import specdec.generate as generate_mod
 from specdec.generate import ShardRows, generate_shards
 from specdec.params import GenerationParams
-from specdec.pilot import FULL_BATCH_STEPS, WHOLE_SHARES, PilotDecision, PilotPass, decide, sample, schedule
+from specdec.pilot import FULL_BATCH_STEPS, WHOLE_SHARES, PilotDecision, PilotPass, decide, sample, split
 from specdec.prompts import PromptRow
 from specdec.streaming import ShardRequests
 from specdec.types import GenerationRequest
@@ -80,13 +80,13 @@ def test_the_sample_spreads_over_every_shard_and_neighbours_alternate_between_th
     assert [(s.key, i) for s, i in picks] == [("a", 0), ("a", 4), ("a", 8), *(("b", i) for i in range(2, 30, 4)),
                                               *(("c", i) for i in range(0, 24, 4))]
     assert len(sample(shards[:1], 99)) == 10  # never more than there are
-    chunks = [(method, [(s.key, s.context[1]) for s in chunk]) for method, chunk in schedule(picks)]
-    # none takes the 1st, 3rd, ... pick, specdec the 2nd, 4th, ...: one chunk each, none first
-    assert chunks == [("none", [("a", [0, 8]), ("b", [6, 14, 22]), ("c", [0, 8, 16])]),
-                      ("specdec", [("a", [4]), ("b", [2, 10, 18, 26]), ("c", [4, 12, 20])])]
-    ran = [(sub.context[0].key, i, r.id) for _, chunk in schedule(picks) for sub in chunk
-           for i, r in zip(sub.context[1], sub.requests)]
-    assert sorted((key, i) for key, i, _ in ran) == sorted((s.key, i) for s, i in picks)  # each pick once
+    chunk, leads = split(picks)
+    # none takes the 1st, 3rd, ... pick as one chunk; the 2nd, 4th, ... lead specdec's stream
+    assert [(s.key, s.context[1]) for s in chunk] == [("a", [0, 8]), ("b", [6, 14, 22]), ("c", [0, 8, 16])]
+    assert leads == {"a": {4}, "b": {2, 10, 18, 26}, "c": {4, 12, 20}}
+    ran = [(sub.context[0].key, i, r.id) for sub in chunk for i, r in zip(sub.context[1], sub.requests)]
+    assert sorted([*((key, i) for key, i, _ in ran), *((key, i) for key, s in leads.items() for i in s)]) == \
+        sorted((s.key, i) for s, i in picks)  # each pick once
     assert all(request_id == f"{key}{i}" for key, i, request_id in ran)
 
 
@@ -192,11 +192,11 @@ def test_each_kind_runs_on_the_engine_its_pilot_measured_faster_and_keeps_the_pi
     assert totals.busy_s > pilot_s > 0  # the user pays for the pilot: the run's engine time has it
     assert totals.wall_s > pilot_s and totals.engine_start_s == 1.0  # the pilot's wall time is the run's
     assert sum(out.engine_start_s for out, _ in done.values()) == 1.0  # both pilot starts, once
-    # The pilot asks for true engines and keeps the other one up (the tokenizer's engine included):
-    # a specdec engine an earlier kind kept is never closed only to be started again.
-    pilot_asks = [(method, options) for method, options in started["asked"] if options]
-    assert {method for method, _ in pilot_asks} == {"none", "specdec"}
-    assert all(options == {"exact": True, "keep_others": True} for _, options in pilot_asks)
+    # The pilot asks for a true none engine (the tokenizer's too) and keeps the other one up: a
+    # specdec engine an earlier kind kept is never closed only to be started again, nor none while
+    # specdec's share leads the stream; the small kind, no pilot, asks plainly.
+    assert sorted({(method, tuple(options.items())) for method, options in started["asked"]}) == [
+        ("none", (("exact", True), ("keep_others", True))), ("specdec", ()), ("specdec", (("keep_others", True),))]
 
 
 @pytest.mark.parametrize("together", [True, False])
@@ -206,13 +206,16 @@ def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, toge
     run_chunk = generate_mod.pilot.run_chunk
     monkeypatch.setattr(generate_mod.pilot, "run_chunk", lambda method, *a, **kw: ran.append(method) or run_chunk(method, *a, **kw))
     done, decisions, _ = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)])
-    assert ran == ["none", "specdec"]  # one chunk each, whether the engines fit together or not
+    assert ran == ["none"]  # none's share a chunk; specdec's leads its stream, whether the engines fit together or not
     assert [(d.kind, d.method) for d in decisions] == [("chat", "none")]
     assert decisions[0].speedup < 0.97
     assert all(out.method == "none" and out.results.num_rows == 10 for out, _ in done.values())
     assert generated(started) == {f"chat-{s}-{i}": 1 for s in range(3) for i in range(10)}
-    assert len(started["none"][0].added) == 4 + 22  # its 4 of the pilot, the 22 others: nothing runs twice
-    assert len(started["specdec"][0].added) == 4
+    # Nothing runs twice: specdec's stream took its 4 leads and, as they finished, 2 more, which it
+    # finished once it lost; none took its 4 of the pilot and the other 20.
+    assert (len(started["none"][0].added), len(started["specdec"][0].added)) == (4 + 20, 4 + 2)
+    methods = collections.Counter(m for out, _ in done.values() for m in out.results.column("method").to_pylist())
+    assert methods == {"none": 24, "specdec": 6}  # each row names the engine it ran on
 
 
 def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):

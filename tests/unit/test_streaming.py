@@ -16,7 +16,7 @@ from specdec.engines.engine_stream import EngineStream
 from specdec.engines.stall import EngineStalled
 from specdec.stats import DRAFT_SOURCES
 from specdec.handoff import Finisher, Inline
-from specdec.streaming import EngineHolder, ShardRequests, _StreamRunner, run_stream
+from specdec.streaming import EngineHolder, Handover, ShardRequests, _StreamRunner, run_stream
 from specdec.types import GenerationRequest, SamplingOptions
 from support.stepping import TokenByToken
 
@@ -229,13 +229,15 @@ def with_history(key: str, lengths: list[int], expected: list[float]) -> ShardRe
     return work
 
 
-def run_in_order(works, engine):
+def run_in_order(works, engine, handover=None, outcomes=None):
     """The stream's loop over a plain iterator, no read-ahead thread: it sees every shard (and
     the end) at its first look, so which requests it has to choose from is deterministic."""
-    outcomes = []
+    outcomes = [] if outcomes is None else outcomes
     runner = _StreamRunner(holder(engine), SamplingOptions(), Inline(works), Finisher(outcomes.append, inline=True),
-                           None, False, None, True)
+                           None, False, None, True, handover)
     runner.run()
+    if runner.stopping:
+        handover.left = runner.left()
     runner.close_stream()
     return outcomes
 
@@ -322,3 +324,42 @@ def test_a_failed_shards_waiting_requests_no_longer_count_against_the_read_ahead
     assert not runner.is_alive(), "the stream waits for a read-ahead that never frees"
     by_key = {o.shard.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled) and by_key["b"].error is None
+
+
+def test_a_handover_hears_its_leads_first_and_holds_the_shards_finished_before_it_answers():
+    # a's one short request finishes beside b's lead, two steps before the lead does
+    engine = TokenByToken(max_num_seqs=2)
+    outcomes, asked = [], []
+
+    def go_on(lead_results, so_far):
+        asked.append(([r.id for r in lead_results], len(outcomes), so_far.busy_s > 0))
+        return True
+
+    handover = Handover({"b": {0}}, go_on)
+    run_in_order([shard("a", [1]), shard("b", [3, 2])], engine, handover, outcomes)
+    assert engine.added[0] == "b\x1f0"  # the lead starts first, in a later shard
+    assert asked == [(["b-0"], 0, True)]  # a was held until the answer
+    assert [o.shard.key for o in outcomes] == ["a", "b"] and handover.left == []
+
+
+def test_a_handover_that_says_no_finishes_what_is_in_the_engine_and_hands_the_rest_back():
+    engine = TokenByToken(max_num_seqs=2)  # 4 requests in the stream at once
+    outcomes = []
+    handover = Handover({"b": {0, 2}}, lambda results, so_far: False)
+    works = [shard("a", [3, 3, 3]), shard("b", [3, 3, 3]), shard("c", [2, 2])]
+    outcomes = run_in_order(works, engine, handover)
+    # b's leads, then a's first two joined the engine; once the leads finished, nothing more did
+    assert engine.added == ["b\x1f0", "b\x1f2", "a\x1f0", "a\x1f1"]
+    assert outcomes == []  # no shard finished here: each is handed back, its finished requests in it
+    assert [(s.key, sorted(s.done)) for s in handover.left] == [("a", [0, 1]), ("b", [0, 2]), ("c", [])]
+    assert [r.id for s in handover.left for r in s.done.values()] == ["a-0", "a-1", "b-0", "b-2"]
+    assert all(s.done_source_counts == [{}] for s in handover.left[:2])  # their drafts (none here) went with them
+
+
+def test_leads_that_run_alone_let_no_other_request_join_until_the_handover_answers():
+    engine = TokenByToken(max_num_seqs=4)
+    handover = Handover({"a": {1, 2}}, lambda results, so_far: True, alone=True)
+    outcomes = run_in_order([shard("a", [3, 2, 2]), shard("b", [1])], engine, handover)
+    assert engine.added == ["a\x1f1", "a\x1f2", "a\x1f0", "b\x1f0"]
+    assert engine.max_running_seen == 2  # a batch of 4, the leads alone in it
+    assert sorted(o.shard.key for o in outcomes) == ["a", "b"]
