@@ -1,55 +1,15 @@
-"""Prompt sets for the benchmark: built-in ones or any prompt Parquet file/folder."""
+"""Prompt sets for the benchmark: built-in ones by name (read by prompt_sets/) or any prompt Parquet file/folder."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from specdec.datasets import first_human_turn, humaneval_rows, sharegpt_history_rows, sharegpt_rows
+from prompt_sets.humaneval import humaneval_rows
+from prompt_sets.sharegpt import sharegpt_long_rows, sharegpt_multiturn_rows, sharegpt_rows
 from specdec.prompts import InputError, PromptRow, prompt_token_ids, read_prompt_table, validate_rows
-
-def sharegpt_multiturn_rows(limit: int | None = None, max_prompt_chars: int = 1500) -> list[dict[str, str]]:
-    """Multi-turn ShareGPT prompts: the conversation up to its second user turn (the first answer included), as chat
-    `messages`; the model then writes the second answer (later turns often quote earlier ones: drafting from the
-    request's own text pays). Conversations whose history exceeds `max_prompt_chars` are skipped."""
-    def history(item: object) -> list[dict[str, str]] | None:
-        turns = _chat_turns(item)[:3]
-        return turns if len(turns) == 3 and sum(len(m["content"]) for m in turns) <= max_prompt_chars else None
-
-    return sharegpt_history_rows("sharegpt-mt", history, limit)
-
-
-def sharegpt_long_rows(limit: int | None = None, min_chars: int = 4500, max_chars: int = 7500) -> list[dict[str, str]]:
-    """Long-context ShareGPT prompts: each conversation's history up to its last user turn that keeps it within
-    `max_chars`, kept if it reaches `min_chars`; the model then writes the next answer. At SmolLM2's 4.1 characters
-    per token on these histories that is 1-2k prompt tokens, leaving room for denser text (code)."""
-    return sharegpt_history_rows("sharegpt-long", lambda item: _long_history(item, min_chars, max_chars), limit)
-
-
-def _long_history(item: object, min_chars: int, max_chars: int) -> list[dict[str, str]] | None:
-    turns = _chat_turns(item)
-    # Totals only grow, so the last user turn that fits gives the longest history.
-    ends = [i + 1 for i, total in enumerate(accumulate(len(m["content"]) for m in turns))
-            if turns[i]["role"] == "user" and min_chars <= total <= max_chars]
-    return turns[: ends[-1]] if ends else None
-
-
-def _chat_turns(item: object) -> list[dict[str, str]]:
-    """A conversation's leading run of non-empty turns alternating human/gpt, as chat
-    messages (empty for a malformed item): later turns from other roles are cut off."""
-    if first_human_turn(item) is None:
-        return []
-    messages = []
-    for i, turn in enumerate(item["conversations"]):  # type: ignore[index]
-        text = turn["value"].strip()
-        if turn["from"] != ("human" if i % 2 == 0 else "gpt") or not text:
-            break
-        messages.append({"role": "user" if turn["from"] == "human" else "assistant", "content": text})
-    return messages
-
 
 # name -> loader(limit): rows with id, prompt and (for chats) messages
 BUILTIN_LOADERS: dict[str, Callable[[int | None], list[dict[str, str]]]] = {

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from specdec.datasets import humaneval_items, sharegpt_rows, write_shard
+from prompt_sets.humaneval import humaneval_items
+from prompt_sets.shards import write_shard
+from prompt_sets.sharegpt import sharegpt_rows
 
 # Edits whose answer restates most of the prompt: where drafting from the prompt pays.
 CODE_EDITS = ("type-hints", "rename", "docstrings")

@@ -25,8 +25,10 @@ from pathlib import Path
 import psutil
 
 from tests.support.engine_state import state_sizes
+from prompt_sets.humaneval import humaneval_rows
+from prompt_sets.shards import write_shard
+from prompt_sets.sharegpt import sharegpt_rows
 from specdec import engine_cache
-from specdec.datasets import humaneval_rows, sharegpt_rows, write_shard
 
 FLAT_WITHIN = 0.05  # the target: RSS at the end within 5 % of RSS after shard --at
 

@@ -37,9 +37,6 @@ def build_parser(providers: Sequence[Any]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specdec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     generate_command.add_parser(sub)
-    sample = sub.add_parser("sample", help="write a prompt shard of HumanEval's bundled prompts")
-    sample.add_argument("--output", required=True, help="Parquet file")
-    sample.add_argument("--limit", type=int, default=None, help="prompts")
     for provider in providers:
         provider.add_parsers(sub)
     return parser
@@ -71,11 +68,6 @@ def _dispatch(providers: Sequence[Any], args: argparse.Namespace) -> int:
                 return provider.main(args)
         if args.command == "generate":
             return generate_command.run(args)
-        if args.command == "sample":
-            from specdec.datasets import humaneval_rows, write_shard
-
-            print(f"wrote {write_shard(humaneval_rows(args.limit), args.output)}")
-            return 0
         return 1
     except PipelineMissing as exc:
         print(f"specdec: error: specdec {args.command} is a pipeline command: {PIPELINE_HINT} ({exc})",

@@ -155,7 +155,7 @@ def probe_factory(engine_factory):
 
 @pytest.fixture(scope="session")
 def humaneval_rows():
-    from specdec.datasets import humaneval_rows as rows
+    from prompt_sets.humaneval import humaneval_rows as rows
 
     return rows(limit=16)
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import pytest
 
 from bench.engine_hooks import reset_proposer, run_batches
-from specdec.datasets import humaneval_rows, sharegpt_rows
+from prompt_sets.humaneval import humaneval_rows
+from prompt_sets.sharegpt import sharegpt_rows
 from specdec.stats import ShardStats
 from specdec.types import GenerationRequest, GenerationResult, SamplingOptions
 from support import chi_square, sampling_probe

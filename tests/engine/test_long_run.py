@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from bench.engine_hooks import run_batches
-from specdec.datasets import humaneval_rows
+from prompt_sets.humaneval import humaneval_rows
 from specdec.types import SamplingOptions
 from support.engine_state import state_sizes
 from support.prompt_requests import prompt_requests

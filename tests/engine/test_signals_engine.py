@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from prompt_sets.humaneval import humaneval_rows
+from prompt_sets.shards import write_shard
 from support.process_tree import describe, descendants, wait_until_gone
-from specdec.datasets import humaneval_rows, write_shard
 from support.signals import wait_for_text
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 import specdec.engine_cache as engine_cache
 import specdec.generate as generate_mod
 from flows.params import FlowParams
-from specdec.datasets import humaneval_rows
+from prompt_sets.humaneval import humaneval_rows
 from support.db import query
 from support.killed_flow import kill_flow_process_mid_stream
 from support.shards import write_shard

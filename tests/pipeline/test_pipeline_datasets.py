@@ -8,7 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec.datasets import _iter_json_array, sharegpt_rows
+from prompt_sets.json_array import iter_json_array
+from prompt_sets.sharegpt import sharegpt_rows
 
 items = st.lists(
     st.fixed_dictionaries({"id": st.text(max_size=5), "v": st.lists(st.text(max_size=8), max_size=3)}),
@@ -21,7 +22,7 @@ items = st.lists(
 def test_truncated_array_yields_exactly_the_complete_items(items, cut, chunk):
     text = json.dumps(items, indent=1, ensure_ascii=False)
     data = text.encode()[: cut % (len(text.encode()) + 1)]  # cut anywhere, even inside a character
-    parsed = list(_iter_json_array(io.BytesIO(data), chunk_size=chunk))
+    parsed = list(iter_json_array(io.BytesIO(data), chunk_size=chunk))
     assert parsed == items[: _complete_count(items, len(data))]
 
 

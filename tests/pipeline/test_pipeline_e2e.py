@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.datasets import humaneval_rows
+from prompt_sets.humaneval import humaneval_rows
 from support import BIN, REPO
 from support.db import query
 from support.process_tree import describe, descendants, wait_until_gone

@@ -12,7 +12,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from specdec.datasets import humaneval_rows
+from prompt_sets.humaneval import humaneval_rows
 from support.db import query
 from support.shards import write_shard
 

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from specdec.datasets import humaneval_rows
+from prompt_sets.humaneval import humaneval_rows
 from support import BIN, REPO
 from support.db import query
 from support.prefect_records import flow_run_logs, task_runs

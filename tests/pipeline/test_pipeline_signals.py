@@ -10,10 +10,10 @@ import signal
 
 import pytest
 
+from prompt_sets.shards import write_shard
 from support.process_tree import describe, descendants, wait_until_gone
-from support.sleeping_engine import GENERATING
-from specdec.datasets import write_shard
 from support.signals import start, wait_for_text
+from support.sleeping_engine import GENERATING
 
 pytestmark = pytest.mark.slow  # the session's Prefect server
 

@@ -11,10 +11,10 @@ import signal
 import duckdb
 import pytest
 
+from prompt_sets.shards import write_shard
 import specdec.engine_cache as engine_cache
-from support.process_tree import describe, wait_until_gone
-from specdec.datasets import write_shard
 from specdec.engines.vllm_engine import VllmEngine
+from support.process_tree import describe, wait_until_gone
 
 pytestmark = pytest.mark.slow
 STALL_S = 10.0

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specdec.datasets import write_shard
+from prompt_sets.shards import write_shard
 from support.process_tree import describe, descendants, wait_until_gone
 from support.signals import start, wait_for_text
 from support.sleeping_engine import GENERATING

@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # The product's top-level packages; bench/ and lab/ count where those folders exist.
-PRODUCT_PACKAGES = ("specdec", "flows", "tasks", "bench", "lab")
+PRODUCT_PACKAGES = ("specdec", "flows", "tasks", "bench", "prompt_sets", "lab")
 DYNAMIC_IMPORTS = {"import_module", "__import__"}
 
 

@@ -1,9 +1,11 @@
 """The `specdec` command line: unusable input fails fast with the file and row named; bad
-rows fail the run with --strict; the quarantine file has the DuckDB table's columns. A real
-run (quarantine beside the output, documented columns) is tests/engine/test_cli_generate.py."""
+rows fail the run with --strict; the quarantine file has the DuckDB table's columns; `specdec
+sample` joins through the entry-point group. A real run (quarantine beside the output,
+documented columns) is tests/engine/test_cli_generate.py."""
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 
 from specdec.cli import main
@@ -68,3 +70,10 @@ def test_quarantine_file_has_the_duckdb_quarantine_table_columns():
     con.execute("INSERT INTO quarantine SELECT * FROM quarantine_file")
     assert con.execute("SELECT * FROM quarantine ORDER BY row_index").fetchall() == [
         tuple(row.values()) for row in table.to_pylist()]
+
+
+def test_sample_writes_a_shard_of_humaneval_prompts(tmp_path, capsys):
+    out = tmp_path / "he.parquet"
+    assert main(["sample", "--output", str(out), "--limit", "3"]) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    assert pq.read_table(out).column("id").to_pylist() == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]

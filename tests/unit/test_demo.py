@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.demo_shards import CODE_EDITS, DEMO_KINDS, code_edit_rows, demo_shards
-from specdec.datasets import humaneval_items
+from prompt_sets.humaneval import humaneval_items
 from support.db import named_rows
 from support.synthetic_staging import stage_run
 from tasks.ingest import ingest

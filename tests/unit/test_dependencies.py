@@ -15,8 +15,8 @@ from packaging.requirements import Requirement
 
 from support import REPO
 
-FIRST_PARTY = {"specdec", "flows", "tasks", "bench", "support"}
-PRODUCT = [p for p in ("specdec", "flows", "tasks", "bench") if (REPO / p).is_dir()]
+FIRST_PARTY = {"specdec", "flows", "tasks", "bench", "prompt_sets", "support"}
+PRODUCT = [p for p in ("specdec", "flows", "tasks", "bench", "prompt_sets") if (REPO / p).is_dir()]
 PRODUCT_EXTRAS = ("cpu", "gpu", "pipeline", "bench")
 LOCKS = {"cpu": "constraints/cpu.txt", "gpu": "constraints/gpu.txt"}
 # Distribution name -> the module it is imported as, where the two differ.

@@ -1,4 +1,4 @@
-"""No import cycles in the product (specdec, flows, tasks, and bench/ and lab/ where present):
+"""No import cycles in the product (specdec, flows, tasks, bench, prompt_sets, and lab/ where present):
 the graph is read from the source by tests/support/import_graph.py, which also prints it
 (`python -m tests.support.import_graph`)."""
 

@@ -1,8 +1,8 @@
 """The layering contract: the core package specdec/ never reaches the pipeline (flows/, tasks/)
-nor its packages (prefect, duckdb), nor the bench (bench/), neither by an import statement nor
-through a module name in a string (importlib.import_module, __import__, find_spec, pkgutil, or
-any dotted path). The pipeline and the bench join the core's CLI through the entry-point group
-`specdec.commands` instead. Above the core, each top-level package imports only the layers below
+nor its packages (prefect, duckdb), nor the bench (bench/), nor the prompt sets (prompt_sets/),
+neither by an import statement nor through a module name in a string (importlib.import_module,
+__import__, find_spec, pkgutil, or any dotted path). The pipeline, the bench and the prompt sets
+join the core's CLI through the entry-point group `specdec.commands` instead. Above the core, each top-level package imports only the layers below
 it (the import graph of tests/support/import_graph.py): tasks/ never imports flows/."""
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ from support import REPO
 from support.import_graph import build
 
 CORE = REPO / "specdec"
-# Top-level package -> the product packages it may import: the core none, the pipeline's tasks
-# and I/O the core, the flows both; the bench builds on the core; lab equipment on anything.
+# Top-level package -> the product packages it may import: the core none, the prompt sets none
+# (they read installed data files); the pipeline's tasks and I/O the core, the flows both and the
+# prompt sets (the demo's shards); the bench builds on the core and the prompt sets; lab
+# equipment on anything.
 MAY_IMPORT = {
     "specdec": set(),
+    "prompt_sets": set(),
     "tasks": {"specdec"},
-    "flows": {"specdec", "tasks"},
-    "bench": {"specdec"},
-    "lab": {"specdec", "tasks", "flows", "bench"},
+    "flows": {"specdec", "tasks", "prompt_sets"},
+    "bench": {"specdec", "prompt_sets"},
+    "lab": {"specdec", "tasks", "flows", "bench", "prompt_sets"},
 }
-FORBIDDEN = ("flows", "tasks", "prefect", "duckdb", "bench")
+FORBIDDEN = ("flows", "tasks", "prefect", "duckdb", "bench", "prompt_sets")
 # Calls that take a module name: a forbidden name anywhere in their arguments is a hit.
 IMPORT_CALLS = {"import_module", "__import__", "find_spec", "find_loader", "resolve_name",
                 "iter_modules", "walk_packages", "get_loader", "get_importer", "get_data"}
@@ -78,7 +81,7 @@ def test_core_never_reaches_the_pipeline():
     assert len(files) > 10, f"no core sources found under {CORE}"
     hits = [hit for path in files
             for hit in layering_violations(path.read_text(encoding="utf-8"), str(path.relative_to(CORE.parent)))]
-    assert not hits, "specdec/ must not reach flows/, tasks/, bench/, prefect or duckdb:\n" + "\n".join(hits)
+    assert not hits, "specdec/ must not reach flows/, tasks/, bench/, prompt_sets/, prefect or duckdb:\n" + "\n".join(hits)
 
 
 def test_each_top_level_package_imports_only_the_layers_below_it():

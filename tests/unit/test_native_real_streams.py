@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from oracles.controller import DraftController as OracleController
+from prompt_sets.humaneval import humaneval_rows
+from prompt_sets.sharegpt import sharegpt_multiturn_rows
 from specdec.config import SpecConfig
 from specdec.controller import DraftController
-from bench.datasets import sharegpt_multiturn_rows
-from specdec.datasets import humaneval_rows
 from specdec.step_cost import StepCost
 from support.greedy_replay import replay_greedy
 from support.native_core import fix_lookup_time

@@ -14,7 +14,7 @@ def test_package_list_covers_every_package_folder():
     setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(setuptools_cfg["packages"])
     on_disk = set(find_packages(str(REPO), include=["specdec", "specdec.*", "flows", "flows.*", "tasks", "tasks.*",
-                                                         "bench", "bench.*"]))
+                                                         "bench", "bench.*", "prompt_sets", "prompt_sets.*"]))
     # sql/'s subfolders hold only SQL files, yet setuptools counts them as packages (Python can
     # import a folder without __init__.py) and warns at every build of any left out.
     sql_folders = {f"tasks.sql.{d.name}" for d in (REPO / "sql").iterdir() if d.is_dir() and d.name != "__pycache__"}

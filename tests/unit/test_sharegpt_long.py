@@ -7,7 +7,8 @@ import inspect
 import json
 import statistics
 
-from bench.datasets import BUILTIN, _long_history, load_rows, sharegpt_long_rows, sharegpt_multiturn_rows
+from bench.datasets import BUILTIN, load_rows
+from prompt_sets.sharegpt import _long_history, sharegpt_long_rows, sharegpt_multiturn_rows
 from specdec.prompts import prompt_token_ids
 
 WINDOW = {k: p.default for k, p in inspect.signature(sharegpt_long_rows).parameters.items() if k != "limit"}
