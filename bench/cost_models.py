@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from specdec.config import ConfigError, EngineConfig, SpecConfig
-from specdec.step_cost import PrefillSample, StepCost, StepSample, fit_prefill_token_seconds, fit_step_cost
+from specdec.step_cost import PrefillSample, StepCost, StepSample, fit_step_cost, nonnegative_lstsq
 
 # vLLM's default token budget per step for offline `LLM` use (vllm/engine/arg_utils.py)
 H100_MAX_BATCHED_TOKENS = 16384
@@ -70,6 +71,18 @@ def h100_llama3_8b() -> CostModel:
                     per_step_overhead_s=1.207e-3, max_batched_tokens=H100_MAX_BATCHED_TOKENS,
                     source="SpecDecode-Bench simulator fit, Llama-3.1-8B on one H100 (arXiv 2601.11580)")
     return dataclasses.replace(fit, host_s=H100_LLAMA3_8B_ASYNC_GAIN * fit.seconds(1, 1, 1024))
+
+
+def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
+    """Seconds per prompt token of prefill: the slope of a least-squares line through the
+    samples (its intercept takes the per-call overhead); None with fewer than two distinct
+    token counts."""
+    tokens = np.array([s.num_tokens for s in samples], dtype=np.float64)
+    if np.unique(tokens).shape[0] < 2:
+        return None
+    secs = np.array([s.seconds for s in samples], dtype=np.float64)
+    a = np.stack([np.ones_like(tokens), tokens / tokens.max()], axis=1)
+    return float(nonnegative_lstsq(a, secs)[1] / tokens.max())
 
 
 def from_samples(name: str, samples: list[StepSample], prefills: list[PrefillSample], source: str) -> CostModel:

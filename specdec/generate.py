@@ -142,9 +142,8 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
     engine decided for it before (a resume), or its pilot decides now. The pilot's engine time
     is the run's (in the totals) and its engine starts go on the segment's first shard."""
     engine_configs(params)  # checked before any shard is read, as for one method
-    totals = StreamTotals()
-    decided = dict(decided)
-    chosen = params
+    run = functools.partial(_generate_stream, config_hash=config_hash, config=config, on_done=on_done, **stream)
+    totals, decided, chosen = StreamTotals(), dict(decided), params
     for kind, segment in itertools.groupby(shards, key=lambda shard: shard.kind):
         pilot_start_s = 0.0
         if kind not in decided:
@@ -154,8 +153,7 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
             share.totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
             totals.add(share.totals)
             if share.skipped is None:
-                totals.add(_specdec_share_leading(kind, head, segment, share, params, decided, on_decision,
-                                                  config_hash, config, on_done, **stream))
+                totals.add(_specdec_share_leading(kind, head, segment, share, params, decided, on_decision, run))
                 chosen = params.model_copy(update={"method": decided[kind].method})
                 continue
             decided[kind] = share.skipped
@@ -165,8 +163,7 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
         chosen = params.model_copy(update={"method": decision.method})
         if not engines_fit_together():  # on a GPU the other engine's memory is needed now
             close_other_engines(chosen)
-        totals.add(_generate_stream(segment, chosen, config_hash, config, on_done, decision=lambda d=decision: d,
-                                    pilot_start_s=pilot_start_s, **stream))
+        totals.add(run(segment, chosen, decision=lambda d=decision: d, pilot_start_s=pilot_start_s))
     # Where both fit, the other engine stayed up for the next kind's pilot; it goes now, in the
     # background (stopping an engine takes seconds of CPU, which would slow the stream beside it).
     close_other_engines(chosen)
@@ -224,17 +221,16 @@ def _none_share(kind: str, head: Sequence[ShardRows[C]], params: GenerationParam
 
 def _specdec_share_leading(kind: str, head: Sequence[ShardRows[C]], segment: Iterator[ShardRows[C]],
                            share: _NoneShare[C], params: GenerationParams, decided: dict[str, pilot.PilotDecision],
-                           on_decision: Callable[[pilot.PilotDecision], None], config_hash: str,
-                           config: dict[str, Any], on_done: ShardDone[C], **stream: Any) -> StreamTotals:
-    """The pilot's second half on the kind's own stream: specdec's share leads it; once measured,
-    the kind is decided, and on specdec the stream goes on into the rest of the segment (one drain
-    saved); on none, specdec finishes what it holds and none takes the rest."""
-    on_specdec, on_none = (params.model_copy(update={"method": method}) for method in pilot.METHODS[::-1])
-    answered = threading.Event()
+                           on_decision: Callable[[pilot.PilotDecision], None],
+                           run: Callable[..., StreamTotals]) -> StreamTotals:
+    """The pilot's second half on the kind's own stream (`run`: _generate_stream): specdec's share
+    leads it; once measured, the kind is decided, and on specdec the stream goes on into the rest
+    of the segment (one drain saved); on none, specdec finishes what it holds, none the rest."""
+    answered, none_pass = threading.Event(), share.measured
+    assert none_pass is not None
 
     def go_on(lead_results: list[GenerationResult], so_far: StreamTotals) -> bool:
-        assert share.measured is not None
-        decision = decided[kind] = pilot.decide(kind, share.measured, pilot.measured_on_stream(lead_results, so_far),
+        decision = decided[kind] = pilot.decide(kind, none_pass, pilot.measured_on_stream(lead_results, so_far),
                                                 params.pilot_margin)
         on_decision(decision)
         answered.set()
@@ -247,21 +243,21 @@ def _specdec_share_leading(kind: str, head: Sequence[ShardRows[C]], segment: Ite
             yield from segment
 
     # where none's share never filled the batch, the shares are compared whole: specdec's runs alone too
-    handover: Handover[C] = Handover(share.leads, go_on, alone=share.measured.full_batch_s == 0)
+    handover: Handover[C] = Handover(share.leads, go_on, alone=none_pass.full_batch_s == 0)
     try:
-        totals = _generate_stream(kind_shards(), on_specdec, config_hash, config, on_done, piloted=share.piloted,
-                                  decision=lambda: decided.get(kind), pilot_start_s=share.totals.engine_start_s,
-                                  handover=handover, **stream)
+        totals = run(kind_shards(), params.model_copy(update={"method": "specdec"}), piloted=share.piloted,
+                     decision=lambda: decided.get(kind), pilot_start_s=share.totals.engine_start_s, handover=handover)
     finally:
         answered.set()  # a stream that failed leaves no reader waiting
     if decided[kind].method == "specdec":
         return totals
-    left = {shard.key: dataclasses.replace(shard, done={i: r if r.method else dataclasses.replace(r, method="specdec")
-                                                        for i, r in shard.done.items()}) for shard in handover.left}
+    on_none = params.model_copy(update={"method": "none"})
     if not engines_fit_together():
         close_other_engines(on_none)
-    totals.add(_generate_stream(itertools.chain((s for s in head if s.key in left), segment), on_none, config_hash,
-                                config, on_done, piloted=left, decision=lambda: decided[kind], **stream))
+    left = {shard.key: dataclasses.replace(shard, done={i: r if r.method else dataclasses.replace(r, method="specdec")
+                                                        for i, r in shard.done.items()}) for shard in handover.left}
+    totals.add(run(itertools.chain((s for s in head if s.key in left), segment), on_none, piloted=left,
+                   decision=lambda: decided[kind]))
     return totals
 
 

@@ -121,11 +121,7 @@ def model_digest(model: str | os.PathLike[str] | None) -> str:
     """Content hash of a model folder (every file's bytes, by relative name): the same weights
     elsewhere hash the same. Each file's digest is cached per (path, size, mtime)."""
     folder = resolve_model(model)
-    whole = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        whole.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        whole.update(_file_digest(path).encode())
-    return whole.hexdigest()[:32]
+    return _files_digest(folder, [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")])
 
 
 TOKENIZER_FILES = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece")
@@ -135,9 +131,14 @@ def tokenizer_digest(model: str | os.PathLike[str] | None) -> str:
     """Content hash of a model folder's tokenizer files (what token ids mean): token-id
     data such as the draft cache file is only reused with the same tokenizer."""
     folder = resolve_model(model)
+    return _files_digest(folder, [p for p in folder.iterdir() if p.is_file() and p.name.startswith(TOKENIZER_FILES)])
+
+
+def _files_digest(folder: Path, paths: list[Path]) -> str:
+    """Hash of `paths` by their names relative to `folder` and their contents."""
     whole = hashlib.sha256()
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name.startswith(TOKENIZER_FILES)):
-        whole.update(path.name.encode() + b"\0" + _file_digest(path).encode())
+    for path in sorted(paths):
+        whole.update(path.relative_to(folder).as_posix().encode() + b"\0" + _file_digest(path).encode())
     return whole.hexdigest()[:32]
 
 

@@ -193,7 +193,7 @@ class GenerationParams(BaseModel):
 
     def output_config(self) -> dict[str, Any]:
         """The fields that decide the output, models by content (hashed, recorded with results)."""
-        decided = {name: getattr(self, name) for name in output_fields(type(self), self.method, self)}
+        decided = {name: getattr(self, name) for name in output_fields(self)}
         engine_args = {k: v for k, v in self.engine_args.items() if k not in ENGINE_ARGS_OUTSIDE_HASH}
         if engine_args:
             decided["engine_args"] = engine_args
@@ -212,14 +212,9 @@ class GenerationParams(BaseModel):
         return {"output": self.output_config(), "params": self.model_dump(mode="json")}
 
 
-def output_fields(model: type[BaseModel], method: str, values: BaseModel | None = None) -> list[str]:
-    """The fields that decide the output of a run with `method` (`when_set` ones: set in `values`)."""
-    names = []
-    for name, field in model.model_fields.items():
-        mark = field.json_schema_extra or {}
-        if not mark.get("decides_output") or (mark.get("methods") is not None and method not in mark["methods"]):
-            continue
-        if mark.get("when_set") and (values is None or not getattr(values, name)):
-            continue
-        names.append(name)
-    return names
+def output_fields(params: GenerationParams) -> list[str]:
+    """The fields that decide the output of `params`' run (`when_set` ones: only when set)."""
+    marks = {name: field.json_schema_extra or {} for name, field in type(params).model_fields.items()}
+    return [name for name, mark in marks.items() if mark.get("decides_output")
+            and params.method in (mark["methods"] or (params.method,))
+            and (not mark["when_set"] or getattr(params, name))]

@@ -119,11 +119,10 @@ def sample(shards: Sequence[ShardRequests[Any]], size: int) -> list[Pick]:
 
 
 def split(picks: Sequence[Pick]) -> tuple[Chunk, dict[str, set[int]]]:
-    """Neighbouring picks to alternate engines: none's (the 1st, 3rd, ...) as one chunk of
-    sub-shards (same keys: drafts by source stay per shard), specdec's (the 2nd, 4th, ...) as the
-    request indices by shard key that lead specdec's stream (streaming.Handover). A chunk ends in
-    a drain (its batch empties as its requests finish, steps running part-full), which one stream
-    pays only once: hence one chunk, and specdec's share on the run's own stream."""
+    """Neighbouring picks to alternate engines: none's (1st, 3rd, ...) as one chunk of sub-shards
+    (same keys: drafts by source stay per shard), specdec's (2nd, 4th, ...) as the request indices
+    by shard key that lead its stream (streaming.Handover): a chunk ends in a drain (its batch
+    emptying), which a stream pays once."""
     chunk: dict[str, ShardRequests[tuple[ShardRequests[Any], list[int]]]] = {}
     for shard, index in picks[0::2]:
         sub = chunk.setdefault(shard.key, ShardRequests(shard.key, shard.source, [], (shard, [])))

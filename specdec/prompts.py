@@ -137,32 +137,20 @@ def _sample_cells(column: pa.ChunkedArray) -> list[Any]:
     values = column.to_pylist()
     if pa.types.is_integer(kind) or pa.types.is_null(kind):
         return values
-    cells: list[Any] = []
-    for value in values:
-        if value is None:
-            cells.append(None)
-        elif pa.types.is_floating(kind) and math.isfinite(value) and value == int(value):
-            cells.append(int(value))
-        else:
-            cells.append(InvalidText(f"{value!r} is not an integer"))
-    return cells
+    whole = pa.types.is_floating(kind)
+    return [None if v is None else int(v) if whole and math.isfinite(v) and v == int(v)
+            else InvalidText(f"{v!r} is not an integer") for v in values]
 
 
 def reject_greedy_samples(rows: Sequence[PromptRow], temperature: float, source: str
                           ) -> tuple[list[PromptRow], list[RejectedRow]]:
     """Rejects the rows asking for more than one sample under greedy decoding (every sample
     would be the same); the others pass."""
-    if temperature != 0:
-        return list(rows), []
-    passed, rejected = [], []
-    for row in rows:
-        if row.samples is not None and row.samples > 1:
-            reason = (f"{source}: row {row.index} (id={row.id!r}): samples={row.samples} with temperature=0: "
-                      "greedy decoding gives every sample the same completion")
-            rejected.append(RejectedRow(row.index, row.id, reason))
-        else:
-            passed.append(row)
-    return passed, rejected
+    many = [temperature == 0 and (row.samples or 1) > 1 for row in rows]
+    rejected = [RejectedRow(row.index, row.id, f"{source}: row {row.index} (id={row.id!r}): samples={row.samples} "
+                            "with temperature=0: greedy decoding gives every sample the same completion")
+                for row, rejects in zip(rows, many) if rejects]
+    return [row for row, rejects in zip(rows, many) if not rejects], rejected
 
 
 def _parse_messages(raw: str | None) -> list[dict[str, str]] | None:

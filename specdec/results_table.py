@@ -39,8 +39,6 @@ def with_current_names(table: pa.Table) -> pa.Table:
         if name not in table.column_names:
             table = table.append_column(name, pa.repeat(value, table.num_rows))
     names = table.column_names
-    if not any(old in names for old in LEGACY_NAMES):
-        return table
     for old, new in LEGACY_NAMES.items():
         if old in names and new in names:  # both written: today's name wins
             table = table.drop_columns([old])

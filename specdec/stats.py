@@ -5,6 +5,7 @@ the accepted draft tokens, so forwards = output tokens - accepted."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -142,16 +143,10 @@ class Totals(_Rates):
     def from_dict(cls: type[_T], data: Mapping[str, Any]) -> _T:
         """Read back `to_dict()`, also an older or newer worker's: missing fields keep their
         defaults; derived figures and unknown keys are ignored."""
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {}
-        for name, value in data.items():
-            if name not in fields or value is None:
-                continue
-            if isinstance(value, list):
-                values[name] = [int(v) for v in value]
-            else:
-                values[name] = float(value) if name == "engine_s" else int(value)
-        return cls(**values)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{name: [int(v) for v in value] if isinstance(value, list)
+                      else float(value) if name == "engine_s" else int(value)
+                      for name, value in data.items() if name in fields and value is not None})
 
 
 _COUNTERS = ("num_output_tokens", "num_steps", "num_drafts", "num_draft_tokens",
@@ -197,7 +192,4 @@ def _ratio(num: int, den: int) -> float:
 
 
 def _add_lists(a: list[int], b: list[int]) -> list[int]:
-    out = list(a) + [0] * max(0, len(b) - len(a))
-    for i, value in enumerate(b):
-        out[i] += value
-    return out
+    return [x + y for x, y in itertools.zip_longest(a, b, fillvalue=0)]

@@ -41,18 +41,6 @@ class PrefillSample(NamedTuple):
     seconds: float
 
 
-def fit_prefill_token_seconds(samples: Sequence[PrefillSample]) -> float | None:
-    """Seconds per prompt token of prefill: the slope of a least-squares line through the
-    samples (its intercept takes the per-call overhead); None with fewer than two distinct
-    token counts."""
-    tokens = np.array([s.num_tokens for s in samples], dtype=np.float64)
-    if np.unique(tokens).shape[0] < 2:
-        return None
-    secs = np.array([s.seconds for s in samples], dtype=np.float64)
-    a = np.stack([np.ones_like(tokens), tokens / tokens.max()], axis=1)
-    return float(_nonnegative_lstsq(a, secs)[1] / tokens.max())
-
-
 @dataclasses.dataclass(frozen=True)
 class StepCost:
     """t = fixed + per_seq * rows + per_token * tokens + per_kv_token * KV tokens
@@ -104,11 +92,11 @@ OUTLIER_PASSES = 3
 
 
 def _trimmed_fit(a: np.ndarray, target: np.ndarray, drafted: np.ndarray, min_samples: int) -> np.ndarray:
-    """`_nonnegative_lstsq`, refitted without the samples far above the fit, as long as
+    """`nonnegative_lstsq`, refitted without the samples far above the fit, as long as
     enough remain and some of them drafted. `a` and `target` are a sample's shape and
     time divided by its time, so a residual is the step's relative error."""
     keep = np.ones(target.shape[0], dtype=bool)
-    coef = _nonnegative_lstsq(a, target)
+    coef = nonnegative_lstsq(a, target)
     floor = 0.01 * float(np.median(target))  # the spread's floor: 1 % of a step
     for _ in range(OUTLIER_PASSES):
         residual = target - a @ coef
@@ -120,11 +108,11 @@ def _trimmed_fit(a: np.ndarray, target: np.ndarray, drafted: np.ndarray, min_sam
         if (trimmed == keep).all() or trimmed.sum() < min_samples or not drafted[trimmed].any():
             break
         keep = trimmed
-        coef = _nonnegative_lstsq(a[keep], target[keep])
+        coef = nonnegative_lstsq(a[keep], target[keep])
     return coef
 
 
-def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Least squares with coefficients >= 0: refit without any column that came out negative
     (five columns: a few passes at most)."""
     active = list(range(a.shape[1]))

@@ -72,12 +72,11 @@ class StreamTotals:
 
 @dataclasses.dataclass
 class Handover(Generic[C]):
-    """A stream that may hand its work to another engine (method auto: its pilot's second share
-    runs at the head of the run's stream). The `leads` (request indices by shard key) start before
-    the others; once each has finished or failed, `go_on(their results, the stream's totals so
-    far)` says whether the stream goes on, and shards finished before that wait for the answer.
-    If not, it adds no more requests, finishes those in the engine and returns, with the shards
-    it did not finish in `left` (in order, each with its finished results in `done`)."""
+    """A stream that may hand its work on (method auto's pilot). The `leads` (request indices by
+    shard key) start first; once each has finished or failed, `go_on(their results, the stream's
+    totals so far)` says whether it goes on (shards finished before wait for the answer). If not,
+    it adds nothing more, finishes what the engine holds and returns, with the shards it did not
+    finish in `left` (in order, their finished results in `done`)."""
 
     leads: dict[str, set[int]]
     go_on: Callable[[list[GenerationResult], StreamTotals], bool]
@@ -139,11 +138,10 @@ def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, samplin
                stall_timeout_s: float | None = None, sequential: bool = False,
                on_progress: Callable[[GenerationResult], None] | None = None, run_tail: bool = True,
                handover: Handover[C] | None = None) -> StreamTotals:
-    """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a
-    background thread unless `sequential`), or, where `handover` stops the stream, `handover.left`
-    gets it. `run_tail`: the stream's end is the run's (False: more of the run follows, as after a
-    pilot's chunk). Raises what the caller's `loads` raised, the first error `on_outcome` raised
-    (after every shard was handed on), or an interrupt."""
+    """Generate every shard `loads` yields; `on_outcome` gets each one exactly once (in a background
+    thread unless `sequential`), unless `handover` stopped the stream first. `run_tail`: its end is
+    the run's (False: more of the run follows, as after a pilot's chunk). Raises what `loads` raised,
+    the first error `on_outcome` raised (after every shard was handed on), or an interrupt."""
     source: Source[ShardRequests[C]] = Inline(loads) if sequential else \
         ReadAhead(loads, read_ahead_requests, lambda shard: len(shard.requests))
     finisher = Finisher(on_outcome, inline=sequential, name=lambda outcome: outcome.shard.source)
@@ -205,16 +203,16 @@ class _StreamRunner(Generic[C]):
 
     def close_stream(self) -> None:
         if self.stream is not None:
-            self._add_stream_times()
+            self._add_stream_times(self.totals)
             if getattr(self.engine, "alive", True):
                 self._hook("finish_stream")  # e.g. the drafter's cache file is written
             self.stream = None
 
-    def _add_stream_times(self) -> None:
+    def _add_stream_times(self, totals: StreamTotals) -> None:
         assert self.stream is not None
-        self.totals.busy_s += self.stream.busy_s
-        self.totals.full_batch_s += self.stream.full_batch_s
-        self.totals.full_batch_tokens += self.stream.full_batch_tokens
+        totals.busy_s += self.stream.busy_s
+        totals.full_batch_s += self.stream.full_batch_s
+        totals.full_batch_tokens += self.stream.full_batch_tokens
 
     def _hook(self, name: str, *args: Any) -> None:
         hook = getattr(self.engine, name, None)  # optional: test doubles may have none
@@ -342,11 +340,8 @@ class _StreamRunner(Generic[C]):
                 stats.add_source_counts(self.stream.take_source_counts(key, len(results)))
             self._put(ShardOutcome(shard.shard, results, stats, time.perf_counter() - shard.started))
 
-    def _put(self, outcome: ShardOutcome[C]) -> None:
-        if self.handover is not None:
-            self.held.append(outcome)  # handed on once the handover has answered
-        else:
-            self.finisher.put(outcome)
+    def _put(self, outcome: ShardOutcome[C]) -> None:  # held while a handover awaits its answer
+        (self.held.append if self.handover is not None else self.finisher.put)(outcome)
 
     def _leads_resolved(self, num: int) -> None:
         self.leads_left -= num
@@ -358,9 +353,7 @@ class _StreamRunner(Generic[C]):
         assert self.handover is not None
         so_far = dataclasses.replace(self.totals, engine_start_s=self.engines.start_s)
         if self.stream is not None:
-            so_far.busy_s += self.stream.busy_s
-            so_far.full_batch_s += self.stream.full_batch_s
-            so_far.full_batch_tokens += self.stream.full_batch_tokens
+            self._add_stream_times(so_far)
         self.stopping = not self.handover.go_on(self.lead_results, so_far)
         self.handover = None
         for outcome in self.held:
@@ -394,11 +387,10 @@ class _StreamRunner(Generic[C]):
             self.source.release(len(shard.results) - shard.num_added)  # its waiting requests are dropped
             self.totals.num_failed += 1
             self._put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
-            if self.handover is not None:
-                leads = self.handover.leads.get(key, set())
-                self._leads_resolved(sum(shard.results[i] is None for i in leads))
+            if self.handover is not None:  # its leads that had not finished never will
+                self._leads_resolved(sum(shard.results[i] is None for i in self.handover.leads.get(key, ())))
         if self.stream is not None:
-            self._add_stream_times()
+            self._add_stream_times(self.totals)
             self.stream = None
         self.engines.drop()
         self.engine = None

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,6 @@ class CacheFileError(ValueError):
     """A cache file that cannot be used; the message names the file and the reason."""
 
 
-def _no_ints(dtype: type) -> np.ndarray:
-    return np.zeros(0, dtype=dtype)
-
-
 @dataclasses.dataclass(frozen=True)
 class CacheContents:
     """What a cache file holds: the trie depth, the sequences, oldest first, and the
@@ -42,9 +39,10 @@ class CacheContents:
     ids: list[str]
     tokens: np.ndarray  # [sum(lengths)] int32: the sequences one after another
     lengths: np.ndarray  # [len(ids)] int64
-    history_digests: np.ndarray = dataclasses.field(default_factory=lambda: _no_ints(np.uint64))  # [num_completions]
-    history_lengths: np.ndarray = dataclasses.field(default_factory=lambda: _no_ints(np.int64))  # [num_completions]
-    history_tokens: np.ndarray = dataclasses.field(default_factory=lambda: _no_ints(np.int32))  # [sum(history_lengths)]
+    # The history: [num_completions] digests and lengths, [sum(history_lengths)] tokens.
+    history_digests: np.ndarray = dataclasses.field(default_factory=partial(np.zeros, 0, np.uint64))
+    history_lengths: np.ndarray = dataclasses.field(default_factory=partial(np.zeros, 0, np.int64))
+    history_tokens: np.ndarray = dataclasses.field(default_factory=partial(np.zeros, 0, np.int32))
 
     def sequences(self) -> list[np.ndarray]:
         """One int64 array per sequence, oldest first."""

@@ -4,6 +4,7 @@ signalled. The other direction is specdec.vllm_plugins.engine_guard."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -19,11 +20,9 @@ def engine_processes(llm: Any) -> list[psutil.Process]:
     manager = getattr(getattr(client, "resources", None), "engine_manager", None)
     found: list[psutil.Process] = []
     for proc in getattr(manager, "processes", None) or []:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             core = psutil.Process(proc.pid)
             found += [core, *core.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
     return found
 
 
@@ -31,11 +30,9 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     """Those still running (a zombie, dead but not yet reaped, does not count)."""
     running = []
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 running.append(proc)
-        except psutil.NoSuchProcess:
-            continue
     return running
 
 
@@ -44,10 +41,8 @@ def kill(procs: list[psutil.Process], wait_s: float = 5.0) -> list[psutil.Proces
     to go; returns those still there."""
     targets = alive(procs)
     for proc in targets:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            continue
     _, left = psutil.wait_procs(targets, timeout=wait_s)
     return alive(left)
 

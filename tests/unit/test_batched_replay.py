@@ -226,9 +226,9 @@ def test_calibration_sets_context_apart_from_rows_with_a_long_prompt():
 
 
 def test_prefill_rate_is_the_slope_of_the_timed_prefills_and_the_calibrated_model_uses_it(tmp_path):
-    from bench.cost_models import from_samples
+    from bench.cost_models import fit_prefill_token_seconds, from_samples
     from bench.replay import simulated_calibration
-    from specdec.step_cost import PrefillSample, fit_prefill_token_seconds
+    from specdec.step_cost import PrefillSample
     from specdec.engines.calibration import read_calibration
 
     prefills = [PrefillSample(n, n * t, 0.004 + 2e-5 * n * t) for n, t in ((1, 32), (16, 32), (1, 1024), (4, 512))]

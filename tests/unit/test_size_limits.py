@@ -1,5 +1,6 @@
-"""The size limits of issue 31: the core package specdec/ at most 5,000 lines of Python, the
-bench at most 2,000 (counted as `find DIR -name '*.py' | xargs cat | wc -l` counts them)."""
+"""The size limits the project keeps: the core package specdec/ at most 5,000 lines of Python, the
+bench at most 2,000 (counted as `find DIR -name '*.py' | xargs cat | wc -l` counts them), and the
+design doc, docs/internals.md, at most 400 lines."""
 
 from __future__ import annotations
 
@@ -12,3 +13,8 @@ from support import REPO
 def test_package_stays_within_its_line_limit(package, limit):
     lines = sum(path.read_bytes().count(b"\n") for path in (REPO / package).rglob("*.py"))
     assert lines <= limit, f"{package}/ has {lines} lines of Python; the limit is {limit}"
+
+
+def test_the_design_doc_stays_within_its_line_limit():
+    lines = (REPO / "docs" / "internals.md").read_bytes().count(b"\n")
+    assert lines <= 400, f"docs/internals.md has {lines} lines; the limit is 400"

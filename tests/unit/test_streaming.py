@@ -363,3 +363,16 @@ def test_leads_that_run_alone_let_no_other_request_join_until_the_handover_answe
     assert engine.added == ["a\x1f1", "a\x1f2", "a\x1f0", "b\x1f0"]
     assert engine.max_running_seen == 2  # a batch of 4, the leads alone in it
     assert sorted(o.shard.key for o in outcomes) == ["a", "b"]
+
+
+def test_leads_lost_with_a_failed_engine_still_get_the_handover_its_answer():
+    first, fresh = StallsOnce(hang_after=3), TokenByToken(max_num_seqs=2)
+    engines = iter([first, fresh])
+    outcomes, asked = [], []
+    handover = Handover({"a": {0}, "b": {0}}, lambda results, so_far: asked.append([r.id for r in results]) or True)
+    works = [with_history("a", [20, 20], [20.0, 20.0]), with_history("b", [2], [1.0])]
+    run_stream(works, EngineHolder(lambda: (next(engines), 0.0)), SamplingOptions(), outcomes.append,
+               read_ahead_requests=64, stall_timeout_s=0.3, handover=handover)
+    assert asked == [["b-0"]]  # a's lead died with the engine: the answer came on b's
+    by_key = {o.shard.key: o for o in outcomes}
+    assert isinstance(by_key["a"].error, EngineStalled) and by_key["b"].error is None
