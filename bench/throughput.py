@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -274,9 +275,13 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
 def run_bench_run(args: argparse.Namespace) -> int:
     params = model_from_args(GenerationParams, args)
     inputs, r = args.input.split(","), args.shard_rows  # each input a kind of shard, --shards split between them
-    n = args.shards // len(inputs)
-    shards = [ShardRows(f"{name}-{i}", f"{name} shard {i}", rows[i * r:(i + 1) * r], [], kind=name)
-              for rows, name in (load_rows(kind, n * r) for kind in inputs) for i in range(n)]
+    n, shards = args.shards // len(inputs), []
+    for rows, name in (load_rows(kind, n * r) for kind in inputs):
+        num_shards = math.ceil(len(rows) / r)
+        if num_shards < n:  # said, not left as empty shards: the run is smaller than asked
+            print(f"{name}: {len(rows)} rows, fewer than {n} shards x {r}: {num_shards} shards")
+        shards += [ShardRows(f"{name}-{i}", f"{name} shard {i}", rows[i * r:(i + 1) * r], [], kind=name)
+                   for i in range(num_shards)]
     dataset = "+".join(dict.fromkeys(s.kind for s in shards))
     methods = [params.method, *(method for method in args.vs.split(",") if method)]
     try:

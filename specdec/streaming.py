@@ -43,6 +43,7 @@ class ShardRequests(Generic[C]):
     # requests already generated (method auto's pilot), by index, and their drafts by source
     done: dict[int, GenerationResult] = dataclasses.field(default_factory=dict)
     done_source_counts: list[dict[str, tuple[int, int]]] = dataclasses.field(default_factory=list)  # per pilot chunk
+    done_counted: bool = False  # its done results are in the totals and progress of a stream that handed it back
 
 
 @dataclasses.dataclass
@@ -315,9 +316,9 @@ class _StreamRunner(Generic[C]):
                 self.arrivals += 1
         self.source.release(len(shard.done))
         for index, result in shard.done.items():
-            self._finished(shard.key, index, result)
+            self._finished(shard.key, index, result, counted=shard.done_counted)
 
-    def _finished(self, key: str, index: int, result: GenerationResult) -> None:
+    def _finished(self, key: str, index: int, result: GenerationResult, counted: bool = False) -> None:
         shard = self.open.get(key)
         if shard is None:
             return  # its shard failed meanwhile
@@ -327,9 +328,10 @@ class _StreamRunner(Generic[C]):
         if self.handover is not None and index in self.handover.leads.get(key, ()):
             self.lead_results.append(result)
             self._leads_resolved(1)
-        self.totals.num_output_tokens += len(result.output_token_ids)
-        if self.on_progress is not None:
-            self.on_progress(result)
+        if not counted:
+            self.totals.num_output_tokens += len(result.output_token_ids)
+            if self.on_progress is not None:
+                self.on_progress(result)
         if shard.num_done == len(shard.results):
             del self.open[key]
             results = [r for r in shard.results if r is not None]
@@ -368,8 +370,9 @@ class _StreamRunner(Generic[C]):
             counts = self.stream.take_source_counts(key, len(shard.results)) if self.stream is not None else {}
             left.append(dataclasses.replace(
                 shard.shard, done={i: r for i, r in enumerate(shard.results) if r is not None},
-                done_source_counts=[*shard.shard.done_source_counts, counts]))
+                done_source_counts=[*shard.shard.done_source_counts, counts], done_counted=True))
             self.source.release(len(shard.results) - shard.num_added)
+            self.totals.num_shards -= 1  # the stream it goes to counts it
         while (shard := self.source.take(block=True)) is not None:
             left.append(shard)
             self.source.release(len(shard.requests))  # the read-ahead may be waiting for room

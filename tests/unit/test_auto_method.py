@@ -147,13 +147,14 @@ def rows(prefix: str, n: int) -> list[PromptRow]:
             for i in range(n)]
 
 
-def run_auto(shards, decided: dict[str, PilotDecision] | None = None):
+def run_auto(shards, decided: dict[str, PilotDecision] | None = None, progress: list | None = None):
     params = GenerationParams(method="auto", prompt_format="raw", max_tokens=12, pilot_requests=8,
                               pilot_min_requests=24, batch_size=2)  # a pilot share of 4: two batches
     done, decisions = {}, []
     totals = generate_shards(shards, params, params.config_hash(), {},
                              lambda key, out, error: done.setdefault(key, (out, error)),
-                             decided=decided, on_decision=decisions.append)
+                             decided=decided, on_decision=decisions.append,
+                             on_progress=progress.append if progress is not None else None)
     return done, decisions, totals
 
 
@@ -205,7 +206,8 @@ def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, toge
     ran = []
     run_chunk = generate_mod.pilot.run_chunk
     monkeypatch.setattr(generate_mod.pilot, "run_chunk", lambda method, *a, **kw: ran.append(method) or run_chunk(method, *a, **kw))
-    done, decisions, _ = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)])
+    progress = []
+    done, decisions, totals = run_auto([shard(f"chat-{i}", "chat", 10) for i in range(3)], progress=progress)
     assert ran == ["none"]  # none's share a chunk; specdec's leads its stream, whether the engines fit together or not
     assert [(d.kind, d.method) for d in decisions] == [("chat", "none")]
     assert decisions[0].speedup < 0.97
@@ -216,6 +218,8 @@ def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, toge
     assert (len(started["none"][0].added), len(started["specdec"][0].added)) == (4 + 20, 4 + 2)
     methods = collections.Counter(m for out, _ in done.values() for m in out.results.column("method").to_pylist())
     assert methods == {"none": 24, "specdec": 6}  # each row names the engine it ran on
+    # The shards specdec handed back are counted once: by the stream that finished them.
+    assert (totals.num_shards, totals.num_output_tokens, len(progress)) == (3, 30 * 12, 30)
 
 
 def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):

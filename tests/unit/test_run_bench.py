@@ -137,7 +137,8 @@ def test_the_long_first_shape_starts_the_longest_expected_first_and_needs_a_cach
     assert len(long_first) == 8 and rest == sorted(rest, reverse=True)
 
 
-def test_several_inputs_are_kinds_of_shard_and_auto_is_measured_against_a_speculation_free_none(monkeypatch, tmp_path):
+def test_several_inputs_are_kinds_of_shard_and_auto_is_measured_against_a_speculation_free_none(
+        monkeypatch, tmp_path, capsys):
     import argparse
 
     import pyarrow as pa
@@ -159,3 +160,9 @@ def test_several_inputs_are_kinds_of_shard_and_auto_is_measured_against_a_specul
                               "--shards", "4", "--shard-rows", "3", "--method", "auto", "--vs", "none", "--shapes", "stream"])
     assert throughput.run_bench_run(args) == 0
     assert seen == {"kinds": ["chat", "chat", "code", "code"], "sizes": [3, 3, 3, 3], "methods": ["auto", "none"]}
+    # an input smaller than asked: its last shard holds the rest, and the run says so
+    args = parser.parse_args(["bench-run", "--input", str(tmp_path / "code.parquet"), "--shards", "4", "--shard-rows",
+                              "3", "--method", "auto", "--vs", "none", "--shapes", "stream"])
+    assert throughput.run_bench_run(args) == 0
+    assert seen["sizes"] == [3, 3, 2]
+    assert "code: 8 rows, fewer than 4 shards x 3: 3 shards" in capsys.readouterr().out
