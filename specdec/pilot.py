@@ -1,11 +1,10 @@
 """Method `auto`: which engine pays on this run's own data. A pilot splits a sample of a shard
-kind's requests between a speculation-free engine and specdec (neighbouring requests on
-alternate engines, every result kept: no request runs twice): none's share runs first, as one
-chunk; specdec's share then leads the kind's stream on specdec, which goes on if specdec was the
-faster, else hands the rest of the kind to none. Speculation must win by a margin, since it also
-costs memory and a second engine start (compared on full-batch steps: part-full ones flatter
-speculation, see `basis`). This module holds the measurements and the decision; specdec.generate
-runs them.
+kind's requests between a speculation-free engine and specdec (neighbours on alternate engines,
+every result kept): none's share runs as one chunk, then specdec's leads the kind's stream on
+specdec, which goes on if specdec was the faster, else hands the rest to none. Speculation must
+win by a margin, since it also costs memory and a second engine start (compared on full-batch
+steps: part-full ones flatter speculation, see `basis`). This module holds the measurements and
+the decision; specdec.generate runs them.
 """
 
 from __future__ import annotations
@@ -135,8 +134,7 @@ def split(picks: Sequence[Pick]) -> tuple[Chunk, dict[str, set[int]]]:
 
 
 def measured_on_stream(results: Sequence[GenerationResult], so_far: StreamTotals) -> PilotPass:
-    """specdec's share, measured where it led the stream: its requests' tokens and attributed
-    engine time, and the stream's full-batch steps until the last of them finished."""
+    """specdec's share where it led the stream: its tokens and engine time, the stream's full-batch steps."""
     return PilotPass("specdec", len(results), sum(len(r.output_token_ids) for r in results),
                      sum(r.engine_s for r in results), so_far.engine_start_s, so_far.full_batch_s,
                      so_far.full_batch_tokens)

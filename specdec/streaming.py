@@ -62,8 +62,6 @@ class StreamTotals:
     full_batch_tokens: int = 0  # the output tokens of those steps
     wall_s: float = 0.0
     engine_start_s: float = 0.0
-    num_shards: int = 0
-    num_failed: int = 0
     num_output_tokens: int = 0
 
     def add(self, other: "StreamTotals") -> None:
@@ -299,11 +297,9 @@ class _StreamRunner(Generic[C]):
         heapq.heapify(self.waiting)
 
     def _open(self, shard: ShardRequests[C]) -> None:
-        self.totals.num_shards += 1
         leads = self.handover.leads.get(shard.key, set()) if self.handover is not None else set()
         if shard.error is not None or not shard.requests:
             self._put(ShardOutcome(shard, [], ShardStats.aggregate([]), 0.0, shard.error))
-            self.totals.num_failed += shard.error is not None
             self._leads_resolved(len(leads))
             return
         self.open[shard.key] = _InEngine(shard, [None] * len(shard.requests), num_added=len(shard.done),
@@ -363,8 +359,7 @@ class _StreamRunner(Generic[C]):
         self.held.clear()
 
     def left(self) -> list[ShardRequests[C]]:
-        """After the handover stopped the stream: the shards it did not finish, in order, each
-        with its finished results and their drafts by source in it, then those not yet opened."""
+        """Once stopped: the shards it did not finish (their finished results and drafts in them), in order."""
         left = []
         for key, shard in self.open.items():
             counts = self.stream.take_source_counts(key, len(shard.results)) if self.stream is not None else {}
@@ -372,7 +367,6 @@ class _StreamRunner(Generic[C]):
                 shard.shard, done={i: r for i, r in enumerate(shard.results) if r is not None},
                 done_source_counts=[*shard.shard.done_source_counts, counts], done_counted=True))
             self.source.release(len(shard.results) - shard.num_added)
-            self.totals.num_shards -= 1  # the stream it goes to counts it
         while (shard := self.source.take(block=True)) is not None:
             left.append(shard)
             self.source.release(len(shard.requests))  # the read-ahead may be waiting for room
@@ -388,7 +382,6 @@ class _StreamRunner(Generic[C]):
         for key in failed:
             shard = self.open.pop(key)
             self.source.release(len(shard.results) - shard.num_added)  # its waiting requests are dropped
-            self.totals.num_failed += 1
             self._put(ShardOutcome(shard.shard, [], ShardStats.aggregate([]), 0.0, _named(exc, shard.shard)))
             if self.handover is not None:  # its leads that had not finished never will
                 self._leads_resolved(sum(shard.results[i] is None for i in self.handover.leads.get(key, ())))

@@ -219,7 +219,7 @@ def test_a_kind_where_speculation_does_not_pay_runs_without_it(monkeypatch, toge
     methods = collections.Counter(m for out, _ in done.values() for m in out.results.column("method").to_pylist())
     assert methods == {"none": 24, "specdec": 6}  # each row names the engine it ran on
     # The shards specdec handed back are counted once: by the stream that finished them.
-    assert (totals.num_shards, totals.num_output_tokens, len(progress)) == (3, 30 * 12, 30)
+    assert (totals.num_output_tokens, len(progress)) == (30 * 12, 30)
 
 
 def test_a_resumed_run_keeps_its_decisions_without_a_pilot(monkeypatch):
