@@ -25,8 +25,8 @@ from specdec.params import GenerationParams
 from specdec.prompts import InputError, PromptRow, RejectedRow, reject_greedy_samples, tokenize_rows
 from specdec.results_table import results_to_table
 from specdec.stats import ShardStats
-from specdec.types import GenerationResult
 from specdec.streaming import EngineHolder, Handover, ShardOutcome, ShardRequests, StreamTotals, run_stream
+from specdec.types import GenerationResult
 
 C = TypeVar("C")  # what the caller carries with each shard
 
