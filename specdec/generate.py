@@ -149,7 +149,7 @@ def _generate_auto(shards: Iterable[ShardRows[C]], params: GenerationParams, con
         if kind not in decided:
             head = _take_requests(segment, params.pilot_min_requests, params.samples)
             started = time.perf_counter()
-            share = _none_share(kind, head, params, stream["strict"])
+            share = _none_share(kind, head, params, stream["strict"], stream["on_progress"])
             share.totals.wall_s = time.perf_counter() - started  # the run's wall time: its starts included
             totals.add(share.totals)
             if share.skipped is None:
@@ -196,7 +196,8 @@ class _NoneShare(Generic[C]):
     leads: dict[str, set[int]] = dataclasses.field(default_factory=dict)  # specdec's share
 
 
-def _none_share(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams, strict: bool) -> _NoneShare[C]:
+def _none_share(kind: str, head: Sequence[ShardRows[C]], params: GenerationParams, strict: bool,
+                on_progress: Callable[[Any], None] | None = None) -> _NoneShare[C]:
     """None's share of the kind's pilot over its first shards, skipped when they hold fewer than
     pilot_min_requests requests that can run. The none engine stays up where both fit together
     (vLLM's CPU build): the winner never starts twice."""
@@ -214,8 +215,10 @@ def _none_share(kind: str, head: Sequence[ShardRows[C]], params: GenerationParam
         return _NoneShare(piloted, StreamTotals(engine_start_s=engine.start_s),
                           pilot.skipped(kind, num_requests, params.pilot_min_requests, params.pilot_margin))
     chunk, leads = pilot.split(pilot.sample(list(piloted.values()), params.pilot_requests))
-    measured = pilot.run_chunk("none", engine, chunk, params.sampling(), params.stall_timeout_s)
-    totals = StreamTotals(busy_s=measured.engine_s, engine_start_s=engine.start_s)
+    measured = pilot.run_chunk("none", engine, chunk, params.sampling(), params.stall_timeout_s, on_progress)
+    # its results are counted here, where they were generated, never again in the stream that keeps them
+    totals = StreamTotals(busy_s=measured.engine_s, engine_start_s=engine.start_s,
+                          num_output_tokens=measured.num_output_tokens)
     return _NoneShare(piloted, totals, measured=measured, leads=leads)
 
 

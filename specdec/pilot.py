@@ -10,7 +10,7 @@ the decision; specdec.generate runs them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from specdec.stats import DRAFT_SOURCES
@@ -28,7 +28,7 @@ class PilotPass:
     method: str  # none | specdec
     num_requests: int
     num_output_tokens: int
-    engine_s: float  # the engine's busy seconds over its share
+    engine_s: float  # its engine seconds: a chunk's busy time; leads in a stream, their attributed time
     start_s: float = 0.0  # engine start paid for this share (0.0: one already running)
     full_batch_s: float = 0.0  # of engine_s, its full-batch steps (EngineStream.full_batch_s)
     full_batch_tokens: int = 0  # the output tokens of those steps
@@ -141,7 +141,7 @@ def measured_on_stream(results: Sequence[GenerationResult], so_far: StreamTotals
 
 
 def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: SamplingOptions,
-              stall_timeout_s: float) -> PilotPass:
+              stall_timeout_s: float, on_progress: Callable[[GenerationResult], None] | None = None) -> PilotPass:
     """A chunk through one engine as one stream, its results and drafts by source kept in their
     shards; a sub-shard that fails (a stalled engine) counts for nothing and keeps nothing. Its
     prefills are timed with it, as the run pays them on either engine (no untimed warm-up)."""
@@ -156,7 +156,7 @@ def run_chunk(method: str, engine: EngineHolder, chunk: Chunk, sampling: Samplin
             kept.extend(outcome.results)
 
     totals = run_stream(chunk, engine, sampling, keep, read_ahead_requests=sum(len(s.requests) for s in chunk),
-                        stall_timeout_s=stall_timeout_s, run_tail=False)
+                        stall_timeout_s=stall_timeout_s, run_tail=False, on_progress=on_progress)
     tokens = sum(len(r.output_token_ids) for r in kept)
     return PilotPass(method, len(kept), tokens, totals.busy_s, engine.start_s - start_s, totals.full_batch_s,
                      totals.full_batch_tokens)

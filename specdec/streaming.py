@@ -43,7 +43,6 @@ class ShardRequests(Generic[C]):
     # requests already generated (method auto's pilot), by index, and their drafts by source
     done: dict[int, GenerationResult] = dataclasses.field(default_factory=dict)
     done_source_counts: list[dict[str, tuple[int, int]]] = dataclasses.field(default_factory=list)  # per pilot chunk
-    done_counted: bool = False  # its done results are in the totals and progress of a stream that handed it back
 
 
 @dataclasses.dataclass
@@ -312,7 +311,7 @@ class _StreamRunner(Generic[C]):
                 self.arrivals += 1
         self.source.release(len(shard.done))
         for index, result in shard.done.items():
-            self._finished(shard.key, index, result, counted=shard.done_counted)
+            self._finished(shard.key, index, result, counted=True)  # by the stream that generated it
 
     def _finished(self, key: str, index: int, result: GenerationResult, counted: bool = False) -> None:
         shard = self.open.get(key)
@@ -365,7 +364,7 @@ class _StreamRunner(Generic[C]):
             counts = self.stream.take_source_counts(key, len(shard.results)) if self.stream is not None else {}
             left.append(dataclasses.replace(
                 shard.shard, done={i: r for i, r in enumerate(shard.results) if r is not None},
-                done_source_counts=[*shard.shard.done_source_counts, counts], done_counted=True))
+                done_source_counts=[*shard.shard.done_source_counts, counts]))
             self.source.release(len(shard.results) - shard.num_added)
         while (shard := self.source.take(block=True)) is not None:
             left.append(shard)
