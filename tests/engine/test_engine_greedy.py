@@ -39,24 +39,39 @@ def plain(engine_factory, requests):
 
 @pytest.fixture(scope="module")
 def speculative(engine_factory, requests):
+    # Without the budget, so that it surely drafts: the budget may price every draft out on a
+    # machine where verifying is dear (`budgeted` checks it apart).
     # newest: the counters reconciled below are read from vLLM's registry, which only follows
     # the newest engine (a shared one may have been started before others); this fixture
     # comes before `plain` in the first test's arguments, so a shared one can be kept
-    engine = engine_factory("specdec", k_max=K_MAX, newest=True)
+    engine = engine_factory("specdec", k_max=K_MAX, budget=False, newest=True)
     before = engine_calls.counters(engine)
     results = run_batches(engine, requests, GREEDY)
+    return results, engine_calls.counters(engine) - before
+
+
+@pytest.fixture(scope="module")
+def budgeted(engine_factory, requests):
+    engine = engine_factory("specdec", k_max=K_MAX)
+    results = run_batches(engine, requests, GREEDY)
     # The budget's step-cost fit is read now, while this engine is surely up.
-    return results, engine_calls.counters(engine) - before, engine_calls.step_cost_fit(engine)
+    return results, engine_calls.step_cost_fit(engine)
 
 
 @pytest.mark.parametrize("method", ["specdec", "ngram"])
 def test_greedy_output_identical_to_no_speculation(method, engine_factory, requests, speculative, plain):
     if method == "specdec":
-        results, _, _ = speculative
+        results, _ = speculative
     else:
         results = run_batches(engine_factory("ngram", k_max=K_MAX), requests, GREEDY)
     assert all(len(r.output_token_ids) >= 16 for r in plain)
     assert_same_greedy_outputs(plain, results, method)
+
+
+def test_greedy_output_with_the_budget_identical_to_no_speculation(budgeted, plain):
+    # However many tokens the budget lets each row draft, on this machine's prices (maybe none)
+    results, _ = budgeted
+    assert_same_greedy_outputs(plain, results, "specdec with its budget", drafted=False)
 
 
 def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, requests):
@@ -86,6 +101,18 @@ def test_replay_accepts_exactly_what_the_engine_accepted(engine_factory, request
         assert sim.stats.k_histogram == real.stats.k_histogram, real.id
 
 
+def test_a_prompt_cached_but_its_last_token_verifies_no_placeholder_drafts(engine_factory, requests):
+    # Alone in the batch, the second request has every prompt token but the last in vLLM's
+    # prefix cache: vLLM would pad it to K placeholder drafts (its K: twice this k_max).
+    engine = engine_factory("specdec", k_max=K_MAX, budget=False)
+    block = engine.llm.llm_engine.vllm_config.cache_config.block_size
+    prompt = next(r.prompt_token_ids for r in requests if len(r.prompt_token_ids) > block)[:block + 1]
+    twice = [GenerationRequest(f"cached-{i}", prompt, 8) for i in range(2)]
+    results = run_batches(engine, twice, GREEDY, batch_size=1)
+    assert results[0].output_token_ids == results[1].output_token_ids
+    assert all(drafted <= K_MAX for r in results for drafted in r.per_step_drafted), results[1].per_step_drafted
+
+
 def test_drafting_switched_off_runs_as_none_and_back_on_drafts_again(engine_factory, requests, plain):
     engine = engine_factory("specdec", k_max=K_MAX, budget=False)  # no budget: drafts whatever the step costs
     subset = requests[:4]
@@ -104,12 +131,13 @@ def test_drafting_switched_off_runs_as_none_and_back_on_drafts_again(engine_fact
 
 
 def test_per_request_stats_reconcile_with_vllm_counters(speculative):
-    results, delta, _ = speculative
+    results, delta = speculative
     total = ShardStats.aggregate(r.stats for r in results)
     assert delta.num_drafts == total.num_drafts > 0
     assert delta.num_draft_tokens == total.num_draft_tokens
     assert delta.num_accepted_tokens == total.num_accepted_tokens
-    assert list(delta.accepted_per_pos) == total.accepted_per_pos
+    # vLLM counts as many positions as the engine's K (twice this k_max, for the budget)
+    assert list(delta.accepted_per_pos) == total.accepted_per_pos + [0] * (len(delta.accepted_per_pos) - K_MAX)
     for r in results:
         # the K histogram counts every decode step by its draft: the drafted ones are the
         # steps vLLM verified a draft for
@@ -121,8 +149,8 @@ def test_per_request_stats_reconcile_with_vllm_counters(speculative):
         assert r.stats.num_output_tokens <= emitted <= r.stats.num_output_tokens + K_MAX, r.id
 
 
-def test_budget_engine_is_calibrated(speculative):
-    _, _, (cost, samples) = speculative
+def test_budget_engine_is_calibrated(budgeted):
+    _, (cost, samples) = budgeted
     assert cost is not None, "the specdec engine started without a step-cost model"
     # The budget prices drafts with the fit of the steps this engine measured (how well a fit
     # recovers known coefficients: tests/unit/test_step_cost_fit.py; how well it predicts

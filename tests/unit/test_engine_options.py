@@ -120,3 +120,13 @@ def test_a_binding_the_user_set_is_kept(two_cpus, monkeypatch):
     monkeypatch.setenv(cpu_threads.BIND_ENV, "1|0")
     cpu_threads.bind_ranks(2)
     assert cpu_threads.os.environ[cpu_threads.BIND_ENV] == "1|0"
+
+
+def test_without_cuda_graphs_specdec_verifies_no_placeholder_drafts():
+    # vLLM pads a fully cached admission to K placeholder drafts for its CUDA graphs; a
+    # schedule with the one K for every batch size is how it is told not to
+    eager = _kwargs(GenerationParams(batch_size=8, k_max=3))["speculative_config"]
+    assert eager["num_speculative_tokens_per_batch_size"] == [(1, 8, eager["num_speculative_tokens"])]
+    graphs = _kwargs(GenerationParams(batch_size=8, k_max=3, enforce_eager=False))["speculative_config"]
+    assert "num_speculative_tokens_per_batch_size" not in graphs
+    assert "num_speculative_tokens_per_batch_size" not in _kwargs(GenerationParams(method="ngram"))["speculative_config"]
