@@ -120,6 +120,13 @@ class DraftController:
         its output its prompt's history). A draft still pending was never verified."""
         self._core.finish(req_id)
 
+    def learn(self, req_id: str, prompt: Sequence[int], output: Sequence[int]) -> None:
+        """A request another engine generated: its tokens enter the cross-request cache and its
+        output its prompt's history, as if it had run here (one step's lookup, then `finish`)."""
+        tokens = np.asarray([*prompt, *output], dtype=np.int64)
+        self.step_tokens([req_id], [tokens], [0], num_prompt_tokens=[len(prompt)])
+        self.finish(req_id)
+
     def finish_all(self) -> None:
         """`finish` every live request, oldest first (their tokens belong in the saved cache)."""
         for req_id in self._core.active_ids():

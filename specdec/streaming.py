@@ -13,7 +13,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from specdec.engines.engine_stream import EngineStream
@@ -189,6 +189,9 @@ class _StreamRunner(Generic[C]):
         self.lead_results: list[GenerationResult] = []
         self.held: list[ShardOutcome[C]] = []  # finished before the handover's answer
         self.stopping = False  # the handover said no: nothing more joins the engine
+        # results generated elsewhere (a pilot's other engine, a resumed run), as (prompt, output):
+        # the engine's drafter learns them before the next requests join
+        self.to_learn: list[tuple[Sequence[int], Sequence[int]]] = []
 
     def _ensure_engine(self) -> EngineStream:
         if self.stream is None or not getattr(self.engine, "alive", True):
@@ -268,6 +271,9 @@ class _StreamRunner(Generic[C]):
                 break
         if self.open:  # the engine starts only once a shard has something to generate
             stream = self._ensure_engine()
+            if self.to_learn:
+                self._hook("learn", self.to_learn)
+                self.to_learn = []
             added = 0
             while self.waiting and stream.num_in_flight < self._capacity():
                 if self.handover is not None and self.handover.alone and self.waiting[0][0] != -math.inf \
@@ -310,6 +316,7 @@ class _StreamRunner(Generic[C]):
                 heapq.heappush(self.waiting, (first, self.arrivals, shard.key, index, tokens))
                 self.arrivals += 1
         self.source.release(len(shard.done))
+        self.to_learn.extend((shard.requests[i].prompt_token_ids, r.output_token_ids) for i, r in shard.done.items())
         for index, result in shard.done.items():
             self._finished(shard.key, index, result, counted=True)  # by the stream that generated it
 

@@ -50,6 +50,9 @@ class DrafterHandle:
     def set_stream_ending(self, ending: bool) -> None:
         self._all(vllm_proposer.set_stream_ending, ending)
 
+    def learn(self, finished: list[tuple[str, list[int], list[int]]]) -> None:
+        self._all(vllm_proposer.learn, finished)
+
     def save_cache(self, path: str) -> None:
         self._all(vllm_proposer.save_cache, path)
 

@@ -174,6 +174,15 @@ def take_source_counts(drafter: SpecdecVllmProposer, req_ids: list[str]) -> dict
     return {} if drafter.controller is None else drafter.controller.take_source_counts(req_ids)
 
 
+@_on_drafter(False, bound=True)
+def learn(drafter: SpecdecVllmProposer, finished: list[tuple[str, list[int], list[int]]]) -> bool:
+    """DraftController.learn for each (id, prompt, output); False: no drafter here."""
+    assert drafter.controller is not None
+    for req_id, prompt, output in finished:
+        drafter.controller.learn(req_id, prompt, output)
+    return True
+
+
 @_on_drafter(0, bound=True)
 def save_cache(drafter: SpecdecVllmProposer, path: str) -> int:
     """Write the proposer's cross-request cache to `path` (sequences written)."""

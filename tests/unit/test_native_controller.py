@@ -252,3 +252,14 @@ def test_calibration_drafts_are_checked_against_k_max():
     token_ids = np.zeros((1, 8), dtype=np.int32)
     with pytest.raises(ValueError, match="forced_draft_tokens"):
         nat.engine_step(["a"], [[1]], np.array([4], dtype=np.int32), token_ids, None, forced_draft_tokens=4)
+
+
+def test_a_request_learned_from_another_engine_drafts_its_prompts_next_request():
+    ctl = DraftController(SpecConfig(method="specdec", k_max=4, budget=False))
+    prompt, output = [5, 6, 7, 8], [41, 42, 43, 44, 45, 46]
+    assert ctl.step_tokens(["cold"], [np.array(prompt + [41])], [0], num_prompt_tokens=[4])[0].tolist() == []
+    ctl.finish("cold")  # its one token went to the history: learning goes further
+    ctl.learn("elsewhere", prompt, output)
+    assert ctl.state_sizes()["live_requests"][0] == 0  # learned, not left running
+    draft = ctl.step_tokens(["again"], [np.array(prompt + [41])], [0], num_prompt_tokens=[4])[0]
+    assert draft.tolist() == output[1:5]  # the learned output, past what the new request has

@@ -374,3 +374,25 @@ def test_leads_lost_with_a_failed_engine_still_get_the_handover_its_answer():
     assert asked == [["b-0"]]  # a's lead died with the engine: the answer came on b's
     by_key = {o.shard.key: o for o in outcomes}
     assert isinstance(by_key["a"].error, EngineStalled) and by_key["b"].error is None
+
+
+class Learns(TokenByToken):
+    """Records what it learned, with how many requests it had been given by then."""
+
+    def __init__(self) -> None:
+        super().__init__(max_num_seqs=2)
+        self.learned: list[tuple[list[tuple], int]] = []
+
+    def learn(self, finished) -> None:
+        self.learned.append(([(tuple(p), tuple(o)) for p, o in finished], len(self.added)))
+
+
+def test_results_generated_elsewhere_are_learned_before_the_next_requests_join():
+    engine = Learns()
+    pre = shard("a", [2, 3, 2])
+    piloted = Learns()  # another engine generated request 1 (a pilot's share, a resumed run)
+    other, _ = run([dataclasses.replace(pre, requests=[pre.requests[1]])], piloted)
+    pre.done = {1: other[0].results[0]}
+    outcomes, _ = run([pre, shard("b", [1])], engine)
+    assert engine.learned == [([(pre.requests[1].prompt_token_ids, tuple(other[0].results[0].output_token_ids))], 0)]
+    assert [r.id for r in outcomes[0].results] == ["a-0", "a-1", "a-2"] and piloted.learned == []
