@@ -9,7 +9,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from specdec.stats import LEGACY_NAMES
 from specdec.types import GenerationResult
 
 RESULT_SCHEMA = pa.schema([
@@ -24,25 +23,6 @@ RESULT_SCHEMA = pa.schema([
     ("engine_s", pa.float64()),  # engine seconds attributed to the request; 0.0: not attributed
     ("method", pa.string()), ("config_hash", pa.string()),
 ])
-
-
-# Columns older workers did not write, with the value that describes their results: one
-# sample per row, engine time not attributed.
-ADDED_COLUMNS = {"sample": pa.scalar(0, pa.int32()), "num_samples": pa.scalar(1, pa.int32()),
-                 "engine_s": pa.scalar(0.0, pa.float64())}
-
-
-def with_current_names(table: pa.Table) -> pa.Table:
-    """An older worker's results table with today's column names and columns (a fleet is
-    upgraded one worker at a time, so ingest meets both)."""
-    for name, value in ADDED_COLUMNS.items():
-        if name not in table.column_names:
-            table = table.append_column(name, pa.repeat(value, table.num_rows))
-    names = table.column_names
-    for old, new in LEGACY_NAMES.items():
-        if old in names and new in names:  # both written: today's name wins
-            table = table.drop_columns([old])
-    return table.rename_columns([LEGACY_NAMES.get(n, n) for n in table.column_names])
 
 
 def results_to_table(results: Sequence[GenerationResult], method: str, config_hash: str, config: dict[str, Any],

@@ -189,9 +189,8 @@ class _StreamRunner(Generic[C]):
         self.lead_results: list[GenerationResult] = []
         self.held: list[ShardOutcome[C]] = []  # finished before the handover's answer
         self.stopping = False  # the handover said no: nothing more joins the engine
-        # results generated elsewhere (a pilot's other engine, a resumed run), as (prompt, output):
-        # the engine's drafter learns them before the next requests join
-        self.to_learn: list[tuple[Sequence[int], Sequence[int]]] = []
+        # results generated elsewhere (a pilot's other engine, a resumed run): the engine learns them
+        self.to_learn: list[tuple[str, Sequence[int], Sequence[int]]] = []  # (id, prompt, output)
 
     def _ensure_engine(self) -> EngineStream:
         if self.stream is None or not getattr(self.engine, "alive", True):
@@ -316,7 +315,8 @@ class _StreamRunner(Generic[C]):
                 heapq.heappush(self.waiting, (first, self.arrivals, shard.key, index, tokens))
                 self.arrivals += 1
         self.source.release(len(shard.done))
-        self.to_learn.extend((shard.requests[i].prompt_token_ids, r.output_token_ids) for i, r in shard.done.items())
+        self.to_learn.extend((EngineStream.request_id(shard.key, i), shard.requests[i].prompt_token_ids,
+                              r.output_token_ids) for i, r in shard.done.items())
         for index, result in shard.done.items():
             self._finished(shard.key, index, result, counted=True)  # by the stream that generated it
 

@@ -27,8 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from specdec.pilot import PilotDecision
-from specdec.results_table import with_current_names
-from specdec.stats import DRAFT_SOURCES, ShardStats
+from specdec.stats import DRAFT_SOURCES, LEGACY_NAMES, ShardStats
 from tasks.db import connect_for_write, load_sql, write_cursor
 from tasks.staging import RunManifest, ShardManifest, Staging, StagingIntegrityError
 
@@ -43,6 +42,24 @@ WORKERS = max(1, min(4, os.cpu_count() or 1))
 # Committed shards stay in the WAL until this much has piled up, then one checkpoint compresses
 # them all; the default (16 MiB) checkpointed after every shard, rewriting the table each time.
 SET_WAL_AUTOCHECKPOINT = "SET wal_autocheckpoint = '1GB'"
+
+# Columns older workers did not write, with the value that describes their results: one
+# sample per row, engine time not attributed.
+ADDED_COLUMNS = {"sample": pa.scalar(0, pa.int32()), "num_samples": pa.scalar(1, pa.int32()),
+                 "engine_s": pa.scalar(0.0, pa.float64())}
+
+
+def with_current_names(table: pa.Table) -> pa.Table:
+    """An older worker's results table with today's column names and columns (a fleet is
+    upgraded one worker at a time, so ingest meets both)."""
+    for name, value in ADDED_COLUMNS.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.repeat(value, table.num_rows))
+    names = table.column_names
+    for old, new in LEGACY_NAMES.items():
+        if old in names and new in names:  # both written: today's name wins
+            table = table.drop_columns([old])
+    return table.rename_columns([LEGACY_NAMES.get(n, n) for n in table.column_names])
 
 
 class IngestError(RuntimeError):

@@ -48,10 +48,9 @@ def llm_kwargs(engine: EngineConfig, spec: SpecConfig, model_path: Path) -> dict
     """Keyword arguments of `vllm.LLM` for this engine (`check_platform` first)."""
     spec_cfg = speculative_config(spec)
     if spec.method == "specdec" and engine.enforce_eager:
-        # vLLM pads a request admitted with all but one prompt token cached to K placeholder
-        # drafts, to keep a step's CUDA graph whole; without graphs that is K tokens verified
-        # for nothing, and its metrics count them as a rejected draft. A schedule giving every
-        # batch size the same K turns that padding off and changes nothing else.
+        # vLLM pads a request admitted with all but one prompt token cached to K placeholder drafts
+        # (for CUDA graphs): without graphs, K tokens verified for nothing and counted as a rejected
+        # draft. A schedule giving every batch size the same K turns that off, and nothing else.
         spec_cfg = {**spec_cfg, "num_speculative_tokens_per_batch_size": [(1, engine.max_num_seqs, spec.k_ceiling)]}
     kwargs: dict[str, Any] = dict(
         model=str(model_path), tokenizer=str(model_path), dtype=engine.dtype, max_model_len=engine.max_model_len,

@@ -58,7 +58,6 @@ class VllmEngine:
         self._running: dict[str, _RunningRequest] = {}  # requests in the engine, by request id
         # vLLM names a request by our id plus a random suffix; the drafter knows it by that name
         self._worker_ids: dict[str, str] = {}  # finished, counts not yet taken: our id -> vLLM's
-        self._num_learned = 0  # requests generated elsewhere that the drafter learned (see learn)
         spec_cfg = kwargs["speculative_config"]
         self.k_ceiling = spec_cfg["num_speculative_tokens"] if spec_cfg else 0  # vLLM fixes it at start-up
         self.drafting = spec.speculative  # False: runs as `none` (see set_drafting)
@@ -119,14 +118,11 @@ class VllmEngine:
         self.kill()
         processes.wake_blocked_client(self.llm, EngineStalled(f"no request finished for {limit_s:.0f} s"))
 
-    def learn(self, finished: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
-        """Requests another engine generated, as (prompt, output) token ids: specdec's drafter
+    def learn(self, finished: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> None:
+        """Requests another engine generated, as (id, prompt, output token ids): specdec's drafter
         learns them as if they had run here. Nothing for other methods or drafting off."""
-        if self.drafter is None or not self.drafting or not finished or not self.alive:
-            return
-        first, self._num_learned = self._num_learned, self._num_learned + len(finished)
-        self.drafter.learn([(f"specdec-learned-{first + i}", list(prompt), list(output))
-                            for i, (prompt, output) in enumerate(finished)])
+        if self.drafter is not None and self.drafting and finished and self.alive:
+            self.drafter.learn([(req_id, list(prompt), list(output)) for req_id, prompt, output in finished])
 
     def take_source_counts(self, request_ids: list[str]) -> dict[str, SourceCounts]:
         """specdec's per-source (drafted, accepted) counts of these finished requests (those that

@@ -79,6 +79,17 @@ def replace_in_vllm(defect: UpstreamDefect, original: Callable[..., Any], fixed:
              ", ".join(rebind(original, fixed)))
 
 
+def install_where_needed(once: InstallOnce, defect: UpstreamDefect, fixed: Callable[..., Any],
+                         needed: Callable[[Callable[..., Any]], bool]) -> None:
+    """On `once`'s first call, `fixed` in place of vLLM's function that `defect` names, if there is
+    one and `needed(it)`."""
+    if not once.first_call():
+        return
+    original = vllm_function(defect.module, defect.function, fixed)
+    if original is not None and needed(original):
+        replace_in_vllm(defect, original, fixed, once.log)
+
+
 def rebind(original: Callable[..., Any], fixed: Callable[..., Any]) -> list[str]:
     """Point every reference to `original` at `fixed` (module attributes, and vLLM's
     `KernelOverride` wrappers, which keep it in `_impl`/`func`); return where it was found."""

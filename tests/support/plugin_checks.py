@@ -11,6 +11,7 @@ from types import ModuleType
 import pytest
 
 from specdec.engines.vllm_version import TESTED_VLLM, release
+from specdec.vllm_plugins import patching
 
 
 def must_not_run(*args, **kwargs):
@@ -20,14 +21,14 @@ def must_not_run(*args, **kwargs):
 def register_afresh(monkeypatch: pytest.MonkeyPatch, fix: ModuleType, switched_off: bool,
                     never_called: Sequence[str]) -> None:
     """`fix.register()` as on a process's first call, with its opt-out variable set or not;
-    the test fails if any of `never_called` (attributes of `fix`) runs."""
+    the test fails if any of `never_called` (attributes of `fix`, else of `patching`) runs."""
     monkeypatch.setattr(fix._once, "decided", False)
     if switched_off:
         monkeypatch.setenv(fix.DISABLE_ENV, "1")
     else:
         monkeypatch.delenv(fix.DISABLE_ENV, raising=False)
-    for name in never_called:
-        monkeypatch.setattr(fix, name, must_not_run)
+    for name in never_called:  # the fix's own, or the plugins' shared ones (patching)
+        monkeypatch.setattr(fix if hasattr(fix, name) else patching, name, must_not_run)
     fix.register()
     assert fix._once.decided
 

@@ -12,13 +12,13 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from specdec.results_table import RESULT_SCHEMA, results_to_table, with_current_names
+from specdec.results_table import RESULT_SCHEMA, results_to_table
 from specdec.stats import RunStats, ShardStats, request_stats
 from specdec.types import GenerationResult
 from support.db import apply_schema_up_to, query
 from support.synthetic_staging import manifest_for, stage_run, synthetic_results
 from tasks.db import connect_for_write, migrate
-from tasks.ingest import ingest
+from tasks.ingest import ingest, with_current_names
 from tasks.report import report
 from tasks.staging import Staging
 

@@ -16,7 +16,7 @@ import torch
 from specdec.vllm_plugins.fixes import expand_kernel
 from specdec.vllm_plugins.fixes.expand_kernel import expand_kernel_impl
 from specdec.vllm_plugins.patching import rebind
-from support.plugin_checks import pristine_vllm_module, register_afresh
+from support.plugin_checks import must_not_run, pristine_vllm_module, register_afresh
 
 pytestmark = pytest.mark.vllm_fix(expand_kernel)
 
@@ -97,10 +97,10 @@ def test_rebind_reaches_name_copies_and_kernel_overrides(monkeypatch) -> None:
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, expand_kernel, switched_off=True, never_called=["_defective_original"])
+    register_afresh(monkeypatch, expand_kernel, switched_off=True, never_called=["_needs_fix"])
 
 
 def test_no_op_off_cpu(monkeypatch) -> None:
     monkeypatch.setattr(expand_kernel, "on_cpu_platform", lambda: False)
     register_afresh(monkeypatch, expand_kernel, switched_off=False, never_called=["replace_in_vllm"])
-    assert expand_kernel._defective_original() is None
+    assert not expand_kernel._needs_fix(must_not_run)  # off the CPU, vLLM's kernel is not even probed

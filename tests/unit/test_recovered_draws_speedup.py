@@ -86,4 +86,4 @@ def test_opt_out_env_skips_patching(monkeypatch) -> None:
 
 def test_no_op_off_cpu(monkeypatch) -> None:
     monkeypatch.setattr(recovered_draws, "on_cpu_platform", lambda: False)
-    register_afresh(monkeypatch, recovered_draws, switched_off=False, never_called=["vllm_function", "replace_in_vllm"])
+    register_afresh(monkeypatch, recovered_draws, switched_off=False, never_called=["replace_in_vllm"])

@@ -384,7 +384,7 @@ class Learns(TokenByToken):
         self.learned: list[tuple[list[tuple], int]] = []
 
     def learn(self, finished) -> None:
-        self.learned.append(([(tuple(p), tuple(o)) for p, o in finished], len(self.added)))
+        self.learned.append(([(i, tuple(p), tuple(o)) for i, p, o in finished], len(self.added)))
 
 
 def test_results_generated_elsewhere_are_learned_before_the_next_requests_join():
@@ -394,5 +394,7 @@ def test_results_generated_elsewhere_are_learned_before_the_next_requests_join()
     other, _ = run([dataclasses.replace(pre, requests=[pre.requests[1]])], piloted)
     pre.done = {1: other[0].results[0]}
     outcomes, _ = run([pre, shard("b", [1])], engine)
-    assert engine.learned == [([(pre.requests[1].prompt_token_ids, tuple(other[0].results[0].output_token_ids))], 0)]
+    learned = (EngineStream.request_id("a", 1), pre.requests[1].prompt_token_ids,
+               tuple(other[0].results[0].output_token_ids))
+    assert engine.learned == [([learned], 0)]  # named as the stream would name it, which runs it no more
     assert [r.id for r in outcomes[0].results] == ["a-0", "a-1", "a-2"] and piloted.learned == []

@@ -76,7 +76,7 @@ def test_installed_function_agrees_with_replacement_on_non_empty_batches() -> No
 
 
 def test_opt_out_env_skips_patching(monkeypatch) -> None:
-    register_afresh(monkeypatch, top_k_only, switched_off=True, never_called=["_defective_original"])
+    register_afresh(monkeypatch, top_k_only, switched_off=True, never_called=["_is_defective"])
 
 
 def test_correct_function_is_left_alone(monkeypatch) -> None:

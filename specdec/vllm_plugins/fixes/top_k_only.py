@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, plugin_log, replace_in_vllm, vllm_function
+from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, install_where_needed, plugin_log
 
 DEFECT = UpstreamDefect("vllm.v1.sample.ops.topk_topp_sampler", "apply_top_k_only",
     wrong="`k.max()` raises on the empty batch of a step without draft tokens (top-k set, top-p not)",
@@ -50,16 +50,6 @@ def _is_defective(fn: Callable[..., Any]) -> bool:
     return tuple(empty.shape) != (0, 4) or not torch.equal(masked, want)
 
 
-def _defective_original() -> Callable[..., Any] | None:
-    """vLLM's `apply_top_k_only` if this install needs the fix, else None (the probe decides)."""
-    original = vllm_function(DEFECT.module, DEFECT.function, apply_top_k_only)
-    return original if original is not None and _is_defective(original) else None
-
-
 def register() -> None:
     """Install `apply_top_k_only` where vLLM's crashing one lives (if it crashes)."""
-    if not _once.first_call():
-        return
-    original = _defective_original()
-    if original is not None:
-        replace_in_vllm(DEFECT, original, apply_top_k_only, _once.log)
+    install_where_needed(_once, DEFECT, apply_top_k_only, _is_defective)

@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from specdec.vllm_plugins.patching import (InstallOnce, UpstreamDefect, on_cpu_platform, plugin_log, replace_in_vllm,
-                                           vllm_function)
+from specdec.vllm_plugins.patching import InstallOnce, UpstreamDefect, install_where_needed, on_cpu_platform, plugin_log
 
 DEFECT = UpstreamDefect("vllm.v1.sample.rejection_sampler", "sample_recovered_tokens",
     wrong="draws [rows, vocab] global noise every sampled step, also for rows that never read it",
@@ -52,8 +51,5 @@ def sample_recovered_tokens(max_spec_len: int, num_draft_tokens: list[int], cu_n
 
 def register() -> None:
     """Install `sample_recovered_tokens` in vLLM's rejection sampler (CPU only)."""
-    if not _once.first_call() or not on_cpu_platform():
-        return
-    original = vllm_function(DEFECT.module, DEFECT.function, sample_recovered_tokens)
-    if original is not None and callable(getattr(importlib.import_module(DEFECT.module), _KERNEL_ATTR, None)):
-        replace_in_vllm(DEFECT, original, sample_recovered_tokens, _once.log)
+    install_where_needed(_once, DEFECT, sample_recovered_tokens, lambda _: on_cpu_platform() and callable(
+        getattr(importlib.import_module(DEFECT.module), _KERNEL_ATTR, None)))
