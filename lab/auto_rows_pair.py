@@ -1,0 +1,82 @@
+"""`python -m lab.auto_rows_pair`: two runs over one input in one process (both engines up, no
+warm-up), compared request by request on the rows auto ran on specdec: their decode steps, drafted
+and accepted tokens, and attributed engine seconds. A method ending in `-nolearn` runs with the
+stream's engine learning nothing (VllmEngine.learn switched off), to show what learning a pilot's
+none share is worth.
+
+    python -m lab.auto_rows_pair --input code-edit-2048.parquet --shards 256 --order auto-nolearn,auto
+    python -m lab.auto_rows_pair --input code-edit-2048.parquet --shards 256 --order auto,specdec
+
+Prints per run: wall and busy seconds; then per run, the sums over the rows the first run generated
+on specdec; then how many of those rows have identical output in both runs."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from bench import throughput
+from bench.datasets import load_rows
+from specdec import engine_cache
+from specdec.engines.vllm_engine import VllmEngine
+from specdec.generate import ShardRows, generate_shards
+from specdec.params import GenerationParams
+
+NO_LEARNING = "-nolearn"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", required=True, help="a built-in prompt set or a Parquet file / folder")
+    p.add_argument("--shards", type=int, default=64)
+    p.add_argument("--shard-rows", type=int, default=8)
+    p.add_argument("--order", default="auto,specdec", help="the two runs, in order")
+    args = p.parse_args()
+    r = args.shard_rows
+    rows, _ = load_rows(args.input, args.shards * r)
+    shards = [ShardRows(f"s-{i}", f"shard {i}", rows[i * r:(i + 1) * r], [], kind="k")
+              for i in range(-(-len(rows) // r))]
+    params = GenerationParams(method="auto", max_tokens=64, batch_size=16)
+    for method in ("none", "specdec"):
+        engine_cache.get_engine(params.model_copy(update={"method": method}), exact=True, keep_others=True)
+    learn, runs = VllmEngine.learn, {}
+    try:
+        for label in args.order.split(","):
+            method = label.removesuffix(NO_LEARNING)
+            VllmEngine.learn = learn if method == label else (lambda self, finished: None)  # type: ignore[method-assign]
+            runs[label] = _run(shards, params.model_copy(update={"method": method}), label)
+    finally:
+        VllmEngine.learn = learn  # type: ignore[method-assign]
+        engine_cache.close_engines()
+    (first, a), (second, b) = runs.items()
+    on_specdec = [row_id for row_id, row in a.items() if row["method"] == "specdec"]
+    for label, run in runs.items():
+        picked = [run[row_id] for row_id in on_specdec]
+        sums = {key: sum(row[key] for row in picked) for key in
+                ("num_output_tokens", "num_steps", "num_draft_tokens", "num_accepted_tokens", "engine_s")}
+        print(f"{label}: {len(picked)} rows, " + ", ".join(f"{k} {v:.1f}" if k == "engine_s" else f"{k} {v}"
+                                                         for k, v in sums.items()))
+    same = sum(a[row_id]["output_token_ids"] == b[row_id]["output_token_ids"] for row_id in on_specdec)
+    print(f"identical outputs: {same} of {len(on_specdec)} ({first} against {second})")
+
+
+def _run(shards: list[ShardRows], params: GenerationParams, label: str) -> dict[str, dict[str, Any]]:
+    """One run's rows by id, after printing its wall and busy seconds."""
+    throughput.prepare_engine(params, params.method)
+    tables: list[pa.Table] = []
+    errors: list[BaseException] = []
+    started = time.perf_counter()
+    totals = generate_shards(shards, params, params.config_hash(), params.recorded_config(),
+                             lambda _, out, error: errors.append(error) if error else tables.append(out.results),
+                             sequential=False)
+    if errors:
+        raise errors[0]
+    print(f"{label}: {time.perf_counter() - started:.1f} s wall, {totals.busy_s:.1f} s busy", flush=True)
+    return {row["id"]: row for row in pa.concat_tables(tables).to_pylist()}
+
+
+if __name__ == "__main__":
+    main()
