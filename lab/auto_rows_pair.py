@@ -12,14 +12,13 @@ rows the first run generated on specdec; then how many of those rows have identi
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
 import pyarrow as pa
 
 from bench import throughput
-from bench.datasets import load_rows
+from lab.pair_input import pair_input
 from specdec import engine_cache
 from specdec.engines.vllm_engine import VllmEngine
 from specdec.generate import ShardRows, generate_shards
@@ -29,17 +28,7 @@ NO_LEARNING = "-nolearn"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", required=True, help="a built-in prompt set or a Parquet file / folder")
-    p.add_argument("--shards", type=int, default=64)
-    p.add_argument("--shard-rows", type=int, default=8)
-    p.add_argument("--order", default="auto,specdec", help="the two runs, in order")
-    args = p.parse_args()
-    r = args.shard_rows
-    rows, _ = load_rows(args.input, args.shards * r)
-    shards = [ShardRows(f"s-{i}", f"shard {i}", rows[i * r:(i + 1) * r], [], kind="k")
-              for i in range(-(-len(rows) // r))]
-    params = GenerationParams(method="auto", max_tokens=64, batch_size=16)
+    args, shards, params = pair_input(__doc__.splitlines()[0], "the two runs, in order")
     for method in ("none", "specdec"):
         engine_cache.get_engine(params.model_copy(update={"method": method}), exact=True, keep_others=True)
     learn, runs = VllmEngine.learn, {}

@@ -9,31 +9,18 @@ each stream (method, wall, busy s, output tokens, full-batch s and tokens)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from typing import Any
 
 import specdec.generate as generate
 from bench import throughput
-from bench.datasets import load_rows
+from lab.pair_input import pair_input
 from specdec import engine_cache
-from specdec.generate import ShardRows
-from specdec.params import GenerationParams
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--input", required=True, help="a built-in prompt set or a Parquet file / folder")
-    p.add_argument("--shards", type=int, default=64)
-    p.add_argument("--shard-rows", type=int, default=8)
-    p.add_argument("--order", default="auto,specdec", help="the runs, in order")
-    args = p.parse_args()
-    r = args.shard_rows
-    rows, _ = load_rows(args.input, args.shards * r)
-    shards = [ShardRows(f"s-{i}", f"shard {i}", rows[i * r:(i + 1) * r], [], kind="k")
-              for i in range(-(-len(rows) // r))]
-    params = GenerationParams(method="auto", max_tokens=64, batch_size=16)
+    args, shards, params = pair_input(__doc__.splitlines()[0], "the runs, in order")
     parts: list[Any] = []
     stream, none_share = generate._generate_stream, generate._none_share
 

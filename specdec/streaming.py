@@ -154,9 +154,7 @@ def run_stream(loads: Iterable[ShardRequests[C]], engines: EngineHolder, samplin
         source.close()
         finisher.close()
         runner.close_stream()
-    totals = runner.totals
-    totals.wall_s = time.perf_counter() - started
-    totals.engine_start_s = engines.start_s
+    totals = dataclasses.replace(runner.totals, wall_s=time.perf_counter() - started, engine_start_s=engines.start_s)
     if finisher.errors:
         raise finisher.errors[0]
     return totals
@@ -189,8 +187,7 @@ class _StreamRunner(Generic[C]):
         self.lead_results: list[GenerationResult] = []
         self.held: list[ShardOutcome[C]] = []  # finished before the handover's answer
         self.stopping = False  # the handover said no: nothing more joins the engine
-        # results generated elsewhere (a pilot's other engine, a resumed run): the engine learns them
-        self.to_learn: list[tuple[str, Sequence[int], Sequence[int]]] = []  # (id, prompt, output)
+        self.to_learn: list[tuple[str, Sequence[int], Sequence[int]]] = []  # done elsewhere: (id, prompt, output)
 
     def _ensure_engine(self) -> EngineStream:
         if self.stream is None or not getattr(self.engine, "alive", True):
